@@ -13,8 +13,9 @@ THREADS ?= $(shell nproc 2>/dev/null || echo 2)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# torch is pinned in the same command so no other (CUDA) build is pulled in by a dependency
-	$(BIN)/python -m pip install --quiet $(TORCH) -e '.[local,envs,dev]'
+	# torch is pinned in the same command so no other (CUDA) build is pulled in by a dependency;
+	# the venv's bin leads PATH because alfworld's fast-downward build calls a bare `python`
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pip install --quiet $(TORCH) -e '.[local,envs,dev]'
 	touch $@
 
 setup: $(STAMP)

@@ -10,6 +10,7 @@ how gold actions matched the valid list, and the partial log is removed.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -20,20 +21,21 @@ from pydantic import BaseModel, ConfigDict
 from tqdm import tqdm
 
 from nemo_act.benchmarks.scienceworld import GoldStats
-from nemo_act.config.schema import ExperimentConfig, ScienceWorldConfig
+from nemo_act.config.schema import ALFWorldConfig, ExperimentConfig, ScienceWorldConfig, WebShopConfig
 from nemo_act.data.io import ResumableJsonl, write_jsonl, write_text_atomic
 from nemo_act.data.manifest import reusable, write_manifest
 from nemo_act.data.records import Trajectory
 
 
 class EpisodeOutcome(BaseModel):
-    """One replayed episode (a line of ``<out>.episodes.jsonl``)."""
+    """One played expert episode (a line of ``<out>.episodes.jsonl``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     trajectory_id: str
     trajectory: Trajectory
-    stats: GoldStats
+    stats: GoldStats | None = None  # ScienceWorld: how gold actions matched the valid list
+    attempts: int = 1  # ALFWorld: tries of the randomised handcoded expert
 
 
 @dataclass(frozen=True)
@@ -45,23 +47,47 @@ class ExpertsSummary:
 
 
 _ENV: Any = None
+_BENCH: Any = None
 
 
-def _init_worker(cfg: ScienceWorldConfig) -> None:
-    global _ENV
-    from nemo_act.benchmarks import scienceworld
+def _init_worker(cfg: ScienceWorldConfig | ALFWorldConfig) -> None:
+    global _ENV, _BENCH
+    _BENCH = cfg
+    if isinstance(cfg, ScienceWorldConfig):
+        from nemo_act.benchmarks import scienceworld
 
-    _ENV = scienceworld.make_env(cfg)
+        _ENV = scienceworld.make_env(cfg)
+    else:
+        from nemo_act.benchmarks import alfworld
+
+        _ENV = alfworld.EpisodeEnv(cfg, expert=True)
 
 
-def _run_episode(task: str, variation: int, split: str, cfg: ScienceWorldConfig) -> str:
-    from nemo_act.benchmarks import scienceworld
+def _run_episode(task: str, variation: int, split: str) -> str:
+    if isinstance(_BENCH, ScienceWorldConfig):
+        from nemo_act.benchmarks import scienceworld
 
-    traj, stats = scienceworld.replay_gold(_ENV, task, variation, split, cfg)
-    return EpisodeOutcome(trajectory_id=traj.trajectory_id, trajectory=traj, stats=stats).model_dump_json()
+        traj, stats = scienceworld.replay_gold(_ENV, task, variation, split)
+        return EpisodeOutcome(trajectory_id=traj.trajectory_id, trajectory=traj, stats=stats).model_dump_json()
+    from nemo_act.benchmarks import alfworld
+
+    attempt = 0
+    while True:
+        attempt += 1
+        traj = alfworld.play_expert(_ENV, task, split, _BENCH.max_steps)
+        if traj.success or attempt > _BENCH.expert_retries:
+            break
+    return EpisodeOutcome(trajectory_id=traj.trajectory_id, trajectory=traj, attempts=attempt).model_dump_json()
 
 
-def _episodes(cfg: ScienceWorldConfig, split: str, tasks: Sequence[str] | None, max_variations: int | None):
+def _episodes(
+    cfg: ScienceWorldConfig | ALFWorldConfig, split: str, tasks: Sequence[str] | None, max_variations: int | None
+) -> list[tuple[str, int]]:
+    if isinstance(cfg, ALFWorldConfig):
+        from nemo_act.benchmarks import alfworld
+
+        games = alfworld.episodes(cfg, split)
+        return [g for g in games if not tasks or any(t in g[0] for t in tasks)]
     from nemo_act.benchmarks import scienceworld
 
     env = scienceworld.make_env(cfg)
@@ -69,6 +95,14 @@ def _episodes(cfg: ScienceWorldConfig, split: str, tasks: Sequence[str] | None, 
         return scienceworld.list_episodes(env, split, max_variations, tasks, cfg.simplification)
     finally:
         env.close()
+
+
+def _adapter_version(cfg: ScienceWorldConfig | ALFWorldConfig) -> int:
+    if isinstance(cfg, ALFWorldConfig):
+        from nemo_act.benchmarks.alfworld import ADAPTER_VERSION
+    else:
+        from nemo_act.benchmarks.scienceworld import ADAPTER_VERSION
+    return ADAPTER_VERSION
 
 
 def collect_experts(
@@ -95,16 +129,13 @@ def collect_experts(
         Counts and output path. A finished ``out`` made with the same parameters is reused.
     """
     bench = cfg.benchmark
-    if not isinstance(bench, ScienceWorldConfig):
-        raise NotImplementedError(
-            f"experts for benchmark '{bench.name}' come with the ALFWorld/WebShop adapters (benchmarks issue)"
-        )
     out = Path(out)
-    max_variations = bench.max_variations if max_variations is None else max_variations
-    from nemo_act.benchmarks.scienceworld import ADAPTER_VERSION
-
+    if isinstance(bench, WebShopConfig):
+        return _webshop_demonstrations(bench, split, out)
+    if isinstance(bench, ScienceWorldConfig):
+        max_variations = bench.max_variations if max_variations is None else max_variations
     params = {
-        "adapter_version": ADAPTER_VERSION,
+        "adapter_version": _adapter_version(bench),
         "benchmark": bench.model_dump(),
         "split": split,
         "tasks": list(tasks) if tasks else None,
@@ -119,15 +150,15 @@ def collect_experts(
     write_text_atomic(params_file, json.dumps(params, indent=2, sort_keys=True) + "\n")
     episodes = _episodes(bench, split, tasks, max_variations)
     episodes_file = out.with_name(out.name + ".episodes.jsonl")
-    ids = [f"scienceworld/{t}/{v}" for t, v in episodes]
+    ids = [f"{bench.name}/{t}/{v}" for t, v in episodes]
     with ResumableJsonl(episodes_file, EpisodeOutcome, key="trajectory_id") as log:
         done = log.done_keys
-        todo = [(t, v) for t, v in episodes if f"scienceworld/{t}/{v}" not in done]
+        todo = [(t, v) for t, v in episodes if f"{bench.name}/{t}/{v}" not in done]
         bar = tqdm(
             total=len(episodes), initial=len(episodes) - len(todo), desc=f"experts {split}", disable=not progress
         )
         with bar, ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(bench,)) as pool:
-            futures = [pool.submit(_run_episode, t, v, split, bench) for t, v in todo]
+            futures = [pool.submit(_run_episode, t, v, split) for t, v in todo]
             for fut in as_completed(futures):
                 log.append([EpisodeOutcome.model_validate_json(fut.result())])
                 won = sum(o.trajectory.success for o in log.records)
@@ -144,11 +175,44 @@ def collect_experts(
 
 
 def _counts(outcomes: Sequence[EpisodeOutcome], won: Sequence[Trajectory]) -> dict[str, Any]:
-    total = sum((o.stats for o in outcomes), GoldStats())
-    return {
+    counts = {
         "episodes": len(outcomes),
         "won": len(won),
         "failed": [o.trajectory_id for o in outcomes if not o.trajectory.success],
         "steps": sum(len(t.steps) for t in won),
-        **total.model_dump(),
+        "steps_admissible": sum(s.action_admissible for t in won for s in t.steps),
     }
+    stats = [o.stats for o in outcomes if o.stats is not None]
+    if stats:
+        counts |= sum(stats, GoldStats()).model_dump()
+    else:
+        counts["attempts"] = sum(o.attempts for o in outcomes)
+    return counts
+
+
+def _webshop_demonstrations(cfg: WebShopConfig, split: str, out: Path) -> ExpertsSummary:
+    """Convert WebShop human-session logs into expert trajectories (all of them, with their reward)."""
+    from nemo_act.benchmarks import webshop
+
+    if split != "human":
+        raise ValueError(f"WebShop experts come from the human demonstrations: use --split human (got '{split}')")
+    root = cfg.data_dir or os.environ.get("WEBSHOP_DATA")
+    if not root:
+        raise FileNotFoundError("WebShop data not set: pass --data-dir (or set benchmark.data_dir / WEBSHOP_DATA)")
+    root = Path(root)
+    logs, catalog = root / cfg.demonstrations, root / cfg.catalog
+    params = {"benchmark": cfg.model_dump(), "split": split, "demonstrations": str(logs), "catalog": str(catalog)}
+    finished = reusable(out, "experts", params)
+    if finished is not None:
+        return ExpertsSummary(counts=finished["counts"], out=out)
+    trajs = webshop.read_demonstrations(logs, catalog)
+    write_jsonl(out, trajs)
+    counts = {
+        "episodes": len(trajs),
+        "won": sum(t.success for t in trajs),
+        "failed": [],
+        "steps": sum(len(t.steps) for t in trajs),
+        "mean_score": sum(t.score for t in trajs) / len(trajs),
+    }
+    write_manifest(out, "experts", params=params, counts=counts)
+    return ExpertsSummary(counts=counts, out=out)

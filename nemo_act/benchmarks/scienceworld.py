@@ -3,8 +3,11 @@
 Episodes: every (task, variation) of the official ``train``/``dev``/``test`` variations, at most
 ``max_variations`` per task (test with 5 = the protocol's 149 episodes).
 
-Experts replay the official gold action sequence (``load(..., generateGoldPath=True)``) in the real
-env and record, before each action, the observation and the env's full valid-action list. Gold
+Experts take the official gold action sequence (``load(..., generateGoldPath=True)``), replay it in a
+plain load of the same episode (what a policy plays: a gold-path load simulates differently) and
+record, before each action, the observation and the env's full valid-action list. Every episode runs
+in a fresh JVM (``fresh_env_per_episode``), because the simulator's outcomes depend on what the JVM
+ran before; episodes then repeat exactly. Gold
 actions are spelled more fully than the valid list spells them ("focus on thermometer in inventory"
 vs "focus on thermometer"), so each gold action not in the list verbatim goes through
 :func:`find_alias`. Under the ``easy`` simplification the gold path still opens doors that are
@@ -28,18 +31,51 @@ from nemo_act.rewards import normalize_action
 SPLITS = ("train", "dev", "test")
 # Bump when replay or alias logic changes what an experts file holds: finished files made by an
 # older adapter are then not reused (the number is part of the experts manifest's parameters).
-ADAPTER_VERSION = 2
+ADAPTER_VERSION = 3
 SOURCE = "scienceworld-gold"
 # Env answers that mean the action changed nothing but the clock (gold steps the easy simplification made moot).
 NOOP_OBSERVATIONS = ("The door is already open.",)
 _FILLER = frozenset({"in", "on", "the", "a", "an", "inventory"})
 
 
-def make_env(cfg: ScienceWorldConfig):
-    """Start a ScienceWorld env (one JVM)."""
-    from scienceworld import ScienceWorldEnv
+class Simulator:
+    """A ScienceWorld env (one JVM) that can start each episode in a fresh JVM.
 
-    return ScienceWorldEnv("", envStepLimit=cfg.env_step_limit)
+    Measured here: ScienceWorld's outcomes depend on what the JVM ran before. In a JVM that already
+    played other episodes, ``power-component`` variation 15 got a 6-step gold path (a fresh JVM gives
+    9 steps), and the same recorded actions scored 77, 77, 100 in three replays in one JVM while
+    every fresh-JVM replay gave the same score. With ``fresh_env_per_episode`` each
+    :meth:`episode` restarts the JVM (about 1 s), so gold paths, replays and evaluation episodes
+    repeat exactly. Other attributes (``reset``, ``step``, ``get_*``) are the current env's.
+    """
+
+    def __init__(self, cfg: ScienceWorldConfig) -> None:
+        self.cfg = cfg
+        self._env = self._start()
+
+    def _start(self):
+        from scienceworld import ScienceWorldEnv
+
+        return ScienceWorldEnv("", envStepLimit=self.cfg.env_step_limit)
+
+    def episode(self, task: str, variation: int, gold_path: bool = False) -> None:
+        """Load an episode (in a fresh JVM when the config says so); call ``reset`` next."""
+        if self.cfg.fresh_env_per_episode:
+            self._env.close()
+            self._env = self._start()
+        self._env.load(task, variation, simplificationStr=self.cfg.simplification, generateGoldPath=gold_path)
+
+    def __getattr__(self, name: str):
+        return getattr(self._env, name)
+
+    def close(self) -> None:
+        """Stop the JVM."""
+        self._env.close()
+
+
+def make_env(cfg: ScienceWorldConfig) -> Simulator:
+    """Start a ScienceWorld env (one JVM)."""
+    return Simulator(cfg)
 
 
 def list_episodes(
@@ -168,7 +204,7 @@ class GoldStats(BaseModel):
         )
 
 
-def replay_gold(env, task: str, variation: int, split: str, cfg: ScienceWorldConfig) -> tuple[Trajectory, GoldStats]:
+def replay_gold(env: Simulator, task: str, variation: int, split: str) -> tuple[Trajectory, GoldStats]:
     """Replay one episode's gold action sequence and record it.
 
     Args:
@@ -176,14 +212,18 @@ def replay_gold(env, task: str, variation: int, split: str, cfg: ScienceWorldCon
         task: Task name.
         variation: Variation index.
         split: Split the variation belongs to (recorded).
-        cfg: Benchmark config (simplification).
 
     Returns:
         The trajectory (``success`` = final score 100) and its gold-action counts.
     """
-    env.load(task, variation, simplificationStr=cfg.simplification, generateGoldPath=True)
-    obs, info = env.reset()
+    env.episode(task, variation, gold_path=True)
+    env.reset()
     gold = list(env.get_gold_action_sequence())
+    # Loading with the gold path changes the simulation itself (measured: power-component 15 wins after
+    # 6 gold actions there, while in a plain load, which is what a policy plays, it needs 2 more): the
+    # actions are taken from that load and recorded in a plain one.
+    env.episode(task, variation)
+    obs, info = env.reset()
     templates = list(env.get_possible_actions())
     task_description = env.get_task_description()
     stats = GoldStats()
@@ -232,19 +272,18 @@ def replay_gold(env, task: str, variation: int, split: str, cfg: ScienceWorldCon
     return traj, stats
 
 
-def replay_actions(env, traj: Trajectory, cfg: ScienceWorldConfig, use_alias: bool = True) -> float:
+def replay_actions(env: Simulator, traj: Trajectory, use_alias: bool = True) -> float:
     """Replay a recorded trajectory's actions in a fresh episode and return the final score.
 
     Args:
         env: A ScienceWorld env.
         traj: A ScienceWorld trajectory.
-        cfg: Benchmark config (simplification).
         use_alias: Send the valid-list spelling (what a policy trained on the prompts emits).
 
     Returns:
         The env's score after the last action.
     """
-    env.load(traj.task_id, traj.variation, simplificationStr=cfg.simplification)
+    env.episode(traj.task_id, traj.variation)
     env.reset()
     score = 0.0
     for step in traj.steps:
@@ -270,7 +309,7 @@ class EpisodeEnv:
 
     def reset(self, task: str, variation: int) -> dict:
         """Start an episode."""
-        self.env.load(task, variation, simplificationStr=self.cfg.simplification)
+        self.env.episode(task, variation)
         obs, info = self.env.reset()
         self.task_description = self.env.get_task_description()
         return self._view(obs, info, done=False)

@@ -106,20 +106,27 @@ class ScienceWorldConfig(_BenchmarkBase):
     simplification: str = Field(description="ScienceWorld simplification string, e.g. 'easy' or ''.")
     env_step_limit: int = Field(gt=0, description="Env-side step limit; large so long gold paths finish.")
     max_variations: int | None = Field(description="Variations per task kept (test protocol: 5).")
+    fresh_env_per_episode: bool = Field(
+        description="Start every episode in a fresh JVM: outcomes then do not depend on earlier episodes."
+    )
 
 
 class ALFWorldConfig(_BenchmarkBase):
-    """ALFWorld (TextWorld engine); adapter comes with the benchmarks issue."""
+    """ALFWorld (pip package `alfworld`, TextWorld engine)."""
 
     name: Literal["alfworld"]
-    data_dir: str | None
+    data_dir: str | None = Field(description="Folder holding json_2.1.1/ (None: $ALFWORLD_DATA).")
+    cache_dir: str = Field(description="Where game files rebuilt for the installed ALFWorld are cached.")
+    expert_retries: int = Field(ge=0, description="Extra tries of the (randomised) handcoded expert on a lost game.")
 
 
 class WebShopConfig(_BenchmarkBase):
-    """WebShop text env; adapter comes with the benchmarks issue."""
+    """WebShop: human-demonstration reader, and the text env of a full WebShop install."""
 
     name: Literal["webshop"]
-    data_dir: str | None
+    data_dir: str | None = Field(description="WebShop folder (None: $WEBSHOP_DATA).")
+    demonstrations: str = Field(description="Human-session logs (all_trajs/*.jsonl), relative to data_dir.")
+    catalog: str = Field(description="Product file in items_shuffle format, relative to data_dir.")
 
 
 BenchmarkConfig = Annotated[ScienceWorldConfig | ALFWorldConfig | WebShopConfig, Field(discriminator="name")]

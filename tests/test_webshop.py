@@ -1,0 +1,144 @@
+"""WebShop: the human-demonstration reader on the 9 real session logs in ../shared/benchmarks/webshop.
+
+The real product file (items_shuffle_1000.json) is not obtainable here, so the catalog is a small one
+we make in WebShop's real format: every product the logs show, with the option values the workers
+clicked. Titles of products other than the goal are made up; everything else comes from the logs.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nemo_act.benchmarks.webshop import (
+    SEARCH_ACTION,
+    available_actions,
+    infer_action,
+    load_catalog,
+    read_demonstrations,
+    read_session_log,
+    render_page,
+)
+from nemo_act.data import Trajectory, read_jsonl, read_manifest, write_jsonl
+from nemo_act.data.io import RecordError
+
+
+@pytest.fixture(scope="module")
+def logs(benchmarks_dir) -> Path:
+    path = benchmarks_dir / "webshop" / "all_trajs"
+    if not path.is_dir():
+        pytest.skip(f"WebShop session logs not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def catalog_file(logs, tmp_path_factory) -> Path:
+    """A small catalog in WebShop's items_shuffle format covering every product the logs show."""
+    products: dict[str, dict] = {}
+    for f in sorted(logs.glob("*.jsonl")):
+        for line in f.read_text().splitlines():
+            entry = json.loads(line)
+            goal, content = entry["goal"], entry.get("content") or {}
+            asins = list(content.get("search_result_asins", [])) + [content.get("asin"), goal["asin"]]
+            for asin in filter(None, asins):
+                products.setdefault(
+                    asin,
+                    {
+                        "asin": asin,
+                        "name": goal["name"] if asin == goal["asin"] else f"Product {asin.lower()}",
+                        "category": goal["category"],
+                        "query": goal["query"],
+                        "product_category": goal["product_category"],
+                        "pricing": "$19.99" if asin != goal["asin"] else f"${goal['price_upper'] - 1:.2f}",
+                        "full_description": f"About {asin}.",
+                        "small_description": [f"Feature of {asin}."],
+                        "images": [],
+                        "customization_options": {},
+                    },
+                )
+            for name, value in (content.get("options") or {}).items():
+                opts = products[content["asin"]]["customization_options"].setdefault(name.title(), [])
+                if all(o["value"] != value for o in opts):
+                    opts.append({"value": value, "image": None})
+    path = tmp_path_factory.mktemp("webshop") / "items_shuffle_small.json"
+    path.write_text(json.dumps(list(products.values())))
+    return path
+
+
+def test_the_nine_real_session_logs_become_valid_trajectories(logs, catalog_file, tmp_path):
+    trajs = read_demonstrations(logs, catalog_file)
+    assert len(trajs) == 9
+    out = tmp_path / "webshop_human.jsonl"
+    write_jsonl(out, trajs)
+    again = list(read_jsonl(out, Trajectory))  # validated on read
+    assert again == trajs
+    for t in trajs:
+        assert t.steps[0].action.startswith("search[") and t.steps[-1].action == "click[buy now]"
+        assert t.steps[0].admissible_actions == [SEARCH_ACTION]
+        for step in t.steps:  # every click was on something the page offered
+            assert step.action.startswith("search[") or step.action in step.admissible_actions, step.action
+    # the done pages' rewards: one session bought the exact goal (1.0), one got 1/3
+    rewards = {t.trajectory_id: t.score for t in trajs}
+    assert rewards["webshop/20220427_1_6"] == pytest.approx(100 / 3)
+    assert all(t.success == (t.score >= 100) for t in trajs)
+
+
+def test_a_session_renders_as_webshop_text_pages(logs, catalog_file):
+    traj = read_session_log(logs / "20220427_1_6.jsonl", load_catalog(catalog_file))
+    assert [s.action for s in traj.steps][:3] == ["search[silver synthetic wig]", "click[b07cz2mqbs]", "click[< prev]"]
+    assert traj.steps[-2].action == "click[3t280]"  # the option the worker chose, then buy
+    first, results = traj.steps[0].observation, traj.steps[1].observation
+    assert first.startswith("WebShop [SEP] Instruction: [SEP] ") and first.endswith(" [SEP] Search")
+    assert "Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] B07B6T26SV [SEP] " in results
+    assert "click[next >]" in traj.steps[1].admissible_actions
+    item = traj.steps[-2].observation
+    assert " [SEP] color [SEP] 3t280 [SEP] " in item and item.endswith(
+        "Description [SEP] Features [SEP] Reviews [SEP] Buy Now"
+    )
+
+
+def test_reloads_are_no_step_and_impossible_transitions_fail(logs):
+    idx = {"page": "index", "url": "u", "goal": {}}
+    assert infer_action(idx, idx) is None
+    done = {"page": "done", "url": "u", "goal": {}}
+    with pytest.raises(ValueError, match="from page 'index' to page 'done'"):
+        infer_action(idx, done)
+
+
+def test_bad_logs_name_file_line_and_field(logs, catalog_file, tmp_path):
+    lines = (logs / "20220427_1_18.jsonl").read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], lines[1].replace('"page": "search_results"', '"page": "checkout"')]) + "\n")
+    with pytest.raises(RecordError, match=r"bad.jsonl:2: field 'page': unknown page 'checkout'"):
+        read_session_log(bad, load_catalog(catalog_file))
+    bad.write_text("\n".join(lines[:-1]) + "\n")  # no done page
+    with pytest.raises(RecordError, match="must end on the 'done' page"):
+        read_session_log(bad, load_catalog(catalog_file))
+    empty = tmp_path / "empty_catalog.json"
+    empty.write_text("[]")
+    with pytest.raises(RecordError, match=r"20220427_1_18.jsonl:2: field 'content': 'B0\w+' not in the catalog"):
+        read_session_log(logs / "20220427_1_18.jsonl", load_catalog(empty))
+
+
+def test_available_actions_follow_the_text_env():
+    info = {"has_search_bar": True, "clickables": ["search"]}
+    assert available_actions(info) == [SEARCH_ACTION]
+    info = {"has_search_bar": False, "clickables": ["back to search", "next >", "b07b6t26sv"]}
+    assert available_actions(info) == ["click[back to search]", "click[next >]", "click[b07b6t26sv]"]
+
+
+def test_render_page_needs_the_product(catalog_file):
+    page = {"page": "item_page", "url": "u", "goal": {"instruction_text": "x"}, "content": {"asin": "NOPE"}}
+    with pytest.raises(KeyError):
+        render_page(page, load_catalog(catalog_file))
+
+
+def test_experts_cli_converts_the_logs(benchmarks_dir, logs, catalog_file, tmp_path, capsys):
+    from nemo_act.cli import main
+
+    out = tmp_path / "webshop_human.jsonl"
+    args = ["experts", "--benchmark", "webshop", "--split", "human", "--data-dir", str(benchmarks_dir / "webshop")]
+    assert main([*args, "--out", str(out), f"benchmark.catalog={catalog_file}"]) == 0
+    assert "/9 episodes won" in capsys.readouterr().out
+    assert len(list(read_jsonl(out, Trajectory))) == 9
+    assert read_manifest(out)["counts"]["episodes"] == 9
