@@ -1,5 +1,6 @@
 """The `nemo-act` command line, run as a user runs it (a real subprocess)."""
 
+import os
 import subprocess
 import sys
 
@@ -39,9 +40,23 @@ def test_malformed_experts_file_is_a_clear_error(tmp_path):
     assert res.returncode == 2 and f"{bad}:1: field 'benchmark'" in res.stderr
 
 
-def test_experts_for_an_unbuilt_adapter_says_so():
-    res = _run("experts", "--benchmark", "alfworld", "--split", "valid_seen", "--out", "x.jsonl")
-    assert res.returncode == 2 and "come with the ALFWorld/WebShop adapters" in res.stderr
+def test_experts_without_benchmark_data_say_where_to_point(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("ALFWORLD_DATA", "WEBSHOP_DATA")}
+    res = subprocess.run(
+        [sys.executable, "-m", "nemo_act.cli", "experts", "--benchmark", "alfworld", "--split", "train", "--out", "x"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert res.returncode == 2 and "set benchmark.data_dir (or ALFWORLD_DATA)" in res.stderr
+    assert "Traceback" not in res.stderr
+    res = subprocess.run(
+        [sys.executable, "-m", "nemo_act.cli", "experts", "--benchmark", "webshop", "--split", "human", "--out", "x"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert res.returncode == 2 and "pass --data-dir" in res.stderr
 
 
 def test_missing_required_arguments_are_named():

@@ -7,8 +7,14 @@ ends when the env says done or after ``benchmark.max_steps`` steps. Each finishe
 appended to ``episodes.jsonl`` with every step (prompt, raw output, parsed action, reward, score),
 so an interrupted evaluation resumes; ``summary.json`` holds the protocol metrics.
 
-ScienceWorld metric (ACT-METHOD.md): the mean over episodes of the highest score reached (0-100,
-negative scores count as 0), and completion = the share of episodes that reached 100.
+Metrics (ACT-METHOD.md): ``score`` is the mean over episodes of the highest score reached (0-100,
+negative scores count as 0) and ``completion`` the share of episodes that reached 100. ScienceWorld
+reports both; ALFWorld scores 100 for a won game, so its success rate is ``completion`` (= ``score``);
+WebShop's reward (0-1) is scaled to 0-100, so ``score`` is the mean reward and ``completion`` the
+success rate (reward 1).
+
+A worker that dies is restarted by the pool and its episodes start again from their first step;
+policies are seeded from the run seed and the request keys (episode, step), so a rerun repeats.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from tqdm import tqdm
 
-from nemo_act.config.schema import ExperimentConfig, SamplingConfig, ScienceWorldConfig
+from nemo_act.config.schema import ALFWorldConfig, ExperimentConfig, SamplingConfig, ScienceWorldConfig
 from nemo_act.data.io import ResumableJsonl, read_jsonl, write_text_atomic
 from nemo_act.data.records import Trajectory
 from nemo_act.evaluation.pool import EnvPool
@@ -32,6 +38,8 @@ from nemo_act.generation.base import GenerationRequest, Generator
 from nemo_act.prompts.render import as_messages, generation_prompt
 from nemo_act.prompts.state import build_state, expert_action
 from nemo_act.rewards import parse_action
+
+MAX_EPISODE_RESTARTS = 2  # an episode whose worker dies more often than this fails the evaluation
 
 
 class EpisodeRecord(BaseModel):
@@ -58,18 +66,24 @@ class _Live:
     max_score: float = 0.0
 
 
-def _env_factory(cfg: ExperimentConfig):
+def _env_factory(cfg: ExperimentConfig, expert: bool):
     bench = cfg.benchmark
-    if not isinstance(bench, ScienceWorldConfig):
-        raise NotImplementedError(f"evaluation on '{bench.name}' comes with the ALFWorld/WebShop adapters")
-    from nemo_act.benchmarks.scienceworld import EpisodeEnv
+    if isinstance(bench, ScienceWorldConfig):
+        from nemo_act.benchmarks.scienceworld import EpisodeEnv
 
-    return functools.partial(EpisodeEnv, bench)
+        return functools.partial(EpisodeEnv, bench)
+    if isinstance(bench, ALFWorldConfig):
+        from nemo_act.benchmarks.alfworld import EpisodeEnv as ALFWorldEnv
+
+        return functools.partial(ALFWorldEnv, bench, expert=expert)
+    from nemo_act.benchmarks.webshop import EpisodeEnv as WebShopEnv
+
+    return functools.partial(WebShopEnv, bench)
 
 
-def episode_id(task: str, variation: int) -> str:
+def episode_id(benchmark: str, task: str, variation: int) -> str:
     """Id of an evaluation episode (same form as the expert trajectory ids)."""
-    return f"scienceworld/{task}/{variation}"
+    return f"{benchmark}/{task}/{variation}"
 
 
 def run_episodes(
@@ -102,15 +116,17 @@ def run_episodes(
         The summary.
     """
     out_dir = Path(out_dir)
+    name = cfg.benchmark.name
     with ResumableJsonl(out_dir / "episodes.jsonl", EpisodeRecord, key="episode_id") as log:
         done_ids = log.done_keys
-        queue = [e for e in episodes if episode_id(*e) not in done_ids]
+        queue = [e for e in episodes if episode_id(name, *e) not in done_ids]
         bar = tqdm(
             total=len(episodes), initial=len(episodes) - len(queue), desc=f"eval seed {seed}", disable=not progress
         )
-        with bar, EnvPool(_env_factory(cfg), workers, envs_per_worker) as pool:
+        factory = _env_factory(cfg, expert=generator.name == "gold")
+        with bar, EnvPool(factory, workers, envs_per_worker) as pool:
             _play(pool, generator, cfg, queue, seed, sampling, gold, log, bar)
-    records = log.ordered(episode_id(*e) for e in episodes)
+    records = log.ordered(episode_id(name, *e) for e in episodes)
     log.finish()
     summary = summarize(records, seed)
     write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
@@ -128,16 +144,39 @@ def _play(
     log: ResumableJsonl,
     bar: tqdm,
 ) -> None:
-    """Play the queued episodes to the end, appending each finished one to ``log``."""
+    """Play the queued episodes to the end, appending each finished one to ``log``.
+
+    An episode whose env was lost with a dead worker starts again from its first step (at most
+    ``MAX_EPISODE_RESTARTS`` times); the restarted worker gets fresh envs.
+    """
     live: dict[int, _Live] = {}
     free = list(range(min(pool.size, len(queue))))
+    restarts: dict[tuple[str, int], int] = {}
+
+    def requeue_lost() -> None:
+        for s in sorted(pool.pop_lost_slots()):
+            if s in live:
+                ep = live.pop(s).episode
+                restarts[ep] = restarts.get(ep, 0) + 1
+                if restarts[ep] > MAX_EPISODE_RESTARTS:
+                    raise RuntimeError(f"episode {ep} lost its env worker {restarts[ep]} times; giving up")
+                queue.insert(0, ep)
+                free.append(s)
+            elif s in starting:
+                queue.insert(0, starting[s])
+                free.append(s)
+
     while queue or live:
-        starts = {}
+        starting = {}
         while free and queue:
             slot, ep = free.pop(), queue.pop(0)
-            starts[slot] = ep
-        for slot, view in pool.run({s: ("reset", ep) for s, ep in starts.items()}).items():
-            live[slot] = _Live(episode=starts[slot], view=view)
+            starting[slot] = ep
+        for slot, view in pool.run({s: ("reset", ep) for s, ep in starting.items()}).items():
+            live[slot] = _Live(episode=starting[slot], view=view)
+        requeue_lost()
+        starting = {}
+        if not live:
+            continue
         slots = sorted(live)
         requests = [_request(live[s], cfg, gold) for s in slots]
         responses = generator.generate(requests, 1, sampling, seed)
@@ -154,7 +193,11 @@ def _play(
                 }
             )
             calls[s] = ("step", (action,))
-        for s, view in pool.run(calls).items():
+        results = pool.run(calls)
+        requeue_lost()
+        for s, view in results.items():
+            if s not in live:
+                continue
             ep = live[s]
             prev = ep.view["score"]
             ep.past.append((ep.view["observation"], ep.steps[-1]["action"]))
@@ -162,16 +205,16 @@ def _play(
             ep.view = view
             ep.max_score = max(ep.max_score, view["score"])
             if view["done"] or len(ep.steps) >= cfg.benchmark.max_steps:
-                log.append([_record(ep, seed)])
+                log.append([_record(ep, seed, cfg.benchmark.name)])
                 del live[s]
                 free.append(s)
                 bar.update(1)
-                bar.set_postfix(completed=f"{sum(r.success for r in log.records)}/{len(log.records)}")
+                bar.set_postfix(success=f"{sum(r.success for r in log.records)}/{len(log.records)}")
 
 
 def _request(ep: _Live, cfg: ExperimentConfig, gold: dict[str, Trajectory] | None) -> GenerationRequest:
     view = ep.view
-    eid = episode_id(*ep.episode)
+    eid = episode_id(cfg.benchmark.name, *ep.episode)
     state = build_state(
         view["task_description"],
         ep.past,
@@ -181,7 +224,7 @@ def _request(ep: _Live, cfg: ExperimentConfig, gold: dict[str, Trajectory] | Non
         cfg.benchmark.max_admissible_shown,
         key=f"{eid}/{len(ep.past)}",
     )
-    gold_action = None
+    gold_action = view.get("expert_action")  # ALFWorld's handcoded expert, live
     if gold is not None and eid in gold and len(ep.past) < len(gold[eid].steps):
         gold_action = expert_action(gold[eid], len(ep.past))
     return GenerationRequest(
@@ -192,11 +235,11 @@ def _request(ep: _Live, cfg: ExperimentConfig, gold: dict[str, Trajectory] | Non
     )
 
 
-def _record(ep: _Live, seed: int) -> EpisodeRecord:
+def _record(ep: _Live, seed: int, benchmark: str) -> EpisodeRecord:
     task, variation = ep.episode
     final = ep.view["score"]
     return EpisodeRecord(
-        episode_id=episode_id(task, variation),
+        episode_id=episode_id(benchmark, task, variation),
         task_id=task,
         variation=variation,
         seed=seed,
@@ -237,6 +280,35 @@ def aggregate(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def list_episodes(
+    cfg: ExperimentConfig, split: str, tasks: Sequence[str] | None = None, max_variations: int | None = None
+) -> list[tuple[str, int]]:
+    """The (task, variation) episodes of a benchmark split, in protocol order.
+
+    ScienceWorld: official variations, at most ``max_variations`` (default ``benchmark.max_variations``)
+    per task. ALFWorld: one episode per game after ALFWorld's filtering (``tasks`` keeps game ids that
+    contain one of them). WebShop: human goals 0-499 (``tasks`` are goal indices).
+    """
+    bench = cfg.benchmark
+    if isinstance(bench, ScienceWorldConfig):
+        from nemo_act.benchmarks import scienceworld
+
+        env = scienceworld.make_env(bench)
+        try:
+            mv = bench.max_variations if max_variations is None else max_variations
+            return scienceworld.list_episodes(env, split, mv, tasks, bench.simplification)
+        finally:
+            env.close()
+    if isinstance(bench, ALFWorldConfig):
+        from nemo_act.benchmarks import alfworld
+
+        games = alfworld.episodes(bench, split)
+        return [g for g in games if not tasks or any(t in g[0] for t in tasks)]
+    from nemo_act.benchmarks import webshop
+
+    return webshop.episodes(split, [int(t) for t in tasks] if tasks else None)
+
+
 def load_gold(path: str | Path) -> dict[str, Trajectory]:
     """Expert trajectories by id (for the gold policy)."""
     return {t.trajectory_id: t for t in read_jsonl(path, Trajectory)}
@@ -273,17 +345,8 @@ def evaluate_policy(
     Returns:
         Mean +- std over seeds, with the per-seed summaries.
     """
-    from nemo_act.benchmarks.scienceworld import list_episodes, make_env
-
     bench = cfg.benchmark
-    if not isinstance(bench, ScienceWorldConfig):
-        raise NotImplementedError(f"evaluation on '{bench.name}' comes with the ALFWorld/WebShop adapters")
-    env = make_env(bench)
-    try:
-        mv = bench.max_variations if max_variations is None else max_variations
-        episodes = list_episodes(env, split, mv, tasks, bench.simplification)
-    finally:
-        env.close()
+    episodes = list_episodes(cfg, split, tasks, max_variations)
     out_dir = Path(out_dir)
     summaries = [
         run_episodes(

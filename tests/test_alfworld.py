@@ -1,0 +1,143 @@
+"""ALFWorld on the real game files in ../shared/benchmarks/alfworld, with the real `alfworld` package."""
+
+import hashlib
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from nemo_act.config import load_config
+from nemo_act.data import Trajectory, read_jsonl, read_manifest
+from nemo_act.evaluation.rollout import EpisodeRecord, evaluate_policy, list_episodes
+from nemo_act.generation import GoldGenerator, RandomGenerator
+
+# Two short valid_seen games (the handcoded expert wins them in 5 and 11 steps).
+FAST_GAMES = ["AlarmClock-None-DeskLamp-323", "Bowl-None-DeskLamp-316"]
+
+
+@pytest.fixture(scope="module")
+def alf_cfg(benchmarks_dir, tmp_path_factory):
+    pytest.importorskip("alfworld", reason="the alfworld package is not installed (pip install -e '.[envs]')")
+    root = benchmarks_dir / "alfworld"
+    if not (root / "json_2.1.1").is_dir():
+        pytest.skip(f"ALFWorld game files not found at {root}")
+    cache = tmp_path_factory.mktemp("alfworld_cache")
+    return load_config(overrides=["benchmark=alfworld", f"benchmark.data_dir={root}", f"benchmark.cache_dir={cache}"])
+
+
+def test_splits_count_the_protocols_episodes(alf_cfg):
+    assert len(list_episodes(alf_cfg, "valid_seen")) == 140  # ID
+    assert len(list_episodes(alf_cfg, "valid_unseen")) == 134  # OOD
+    with pytest.raises(ValueError, match="unknown ALFWorld split 'test'"):
+        list_episodes(alf_cfg, "test")
+
+
+def test_missing_data_dir_is_a_clear_error(alf_cfg, monkeypatch, tmp_path):
+    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
+    cfg = load_config(overrides=["benchmark=alfworld", f"benchmark.data_dir={tmp_path}"])
+    with pytest.raises(FileNotFoundError, match="set benchmark.data_dir"):
+        list_episodes(cfg, "valid_seen")
+
+
+def test_games_are_rebuilt_into_the_cache_and_the_users_files_are_untouched(alf_cfg):
+    from nemo_act.benchmarks import alfworld
+
+    root = Path(alf_cfg.benchmark.data_dir)
+    gid = next(g for g, _ in list_episodes(alf_cfg, "valid_seen") if FAST_GAMES[0] in g)
+    source = root / "json_2.1.1" / gid / "game.tw-pddl"
+    before = hashlib.sha256(source.read_bytes()).hexdigest()
+    cache = Path(alf_cfg.benchmark.cache_dir)
+    built = alfworld.rebuilt_game(root, gid, cache)
+    assert built.is_relative_to(cache) and (built.parent / "traj_data.json").exists()
+    assert "UNKNOWN GOAL" not in built.read_text()  # the task is in the grammar
+    mtime = built.stat().st_mtime_ns
+    assert alfworld.rebuilt_game(root, gid, cache) == built and built.stat().st_mtime_ns == mtime
+    assert hashlib.sha256(source.read_bytes()).hexdigest() == before
+
+
+def test_gold_policy_plays_the_handcoded_expert_live(alf_cfg, tmp_path):
+    res = evaluate_policy(
+        GoldGenerator(),
+        alf_cfg,
+        "valid_seen",
+        tmp_path,
+        tasks=FAST_GAMES,
+        seeds=[0],
+        workers=1,
+        envs_per_worker=2,
+        progress=False,
+    )
+    assert res["episodes"] == 2 and res["completion_mean"] == 100.0
+    records = list(read_jsonl(tmp_path / "seed_0" / "episodes.jsonl", EpisodeRecord))
+    assert all(r.success and len(r.steps) < 20 for r in records)
+    assert "Your admissible actions" in records[0].steps[0]["prompt"]
+    assert "'help'" not in records[0].steps[0]["prompt"]
+
+
+def test_train_experts_are_won_and_every_action_was_admissible(alf_cfg, tmp_path):
+    from nemo_act.experts import collect_experts
+
+    out = tmp_path / "alfworld_train.jsonl"
+    tasks = ["pick_and_place_simple-Book-", "pick_and_place_simple-Candle-"]
+    summary = collect_experts(alf_cfg, "train", out, tasks=tasks, workers=2, progress=False)
+    trajs = list(read_jsonl(out, Trajectory))
+    assert summary.counts["episodes"] >= 5 and len(trajs) == summary.counts["won"] >= 4
+    for t in trajs:
+        assert t.success and t.benchmark == "alfworld" and t.task_description
+        assert all(s.action in s.admissible_actions and "help" not in s.admissible_actions for s in t.steps)
+    assert read_manifest(out)["counts"]["steps_admissible"] == sum(len(t.steps) for t in trajs)
+
+
+class KilledOnce:
+    """A real ALFWorld env whose worker process is SIGKILLed at its 3rd step, the first time only.
+
+    The kill is real (the process dies as under an OOM killer); a marker file makes the restarted
+    worker's envs behave normally.
+    """
+
+    def __init__(self, cfg, marker: str) -> None:
+        from nemo_act.benchmarks.alfworld import EpisodeEnv
+
+        self.env, self.marker, self.steps = EpisodeEnv(cfg), Path(marker), 0
+
+    def reset(self, *args):
+        return self.env.reset(*args)
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == 3 and not self.marker.exists():
+            self.marker.write_text("killed")
+            os.kill(os.getpid(), signal.SIGKILL)
+        return self.env.step(action)
+
+    def close(self):
+        self.env.close()
+
+
+def test_a_killed_worker_is_restarted_and_its_episodes_replayed(alf_cfg, tmp_path, monkeypatch):
+    import functools
+
+    from nemo_act.evaluation import rollout
+
+    marker = tmp_path / "killed.txt"
+    monkeypatch.setattr(
+        rollout, "_env_factory", lambda cfg, expert: functools.partial(KilledOnce, cfg.benchmark, str(marker))
+    )
+    res = evaluate_policy(
+        RandomGenerator(),
+        alf_cfg,
+        "valid_seen",
+        tmp_path / "eval",
+        tasks=FAST_GAMES,
+        seeds=[0],
+        workers=1,
+        envs_per_worker=2,
+        progress=False,
+    )
+    assert marker.exists()  # the worker really died once
+    records = list(read_jsonl(tmp_path / "eval" / "seed_0" / "episodes.jsonl", EpisodeRecord))
+    assert res["episodes"] == 2 and sorted(r.episode_id for r in records) == sorted({r.episode_id for r in records})
+    # both episodes were replayed from their first step on the fresh worker: full length, no gap
+    assert all(len(r.steps) == alf_cfg.benchmark.max_steps or r.success for r in records)
+    assert all(r.steps[0]["prompt"].count("You are now at step 1 ") == 1 for r in records)
