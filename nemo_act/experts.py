@@ -144,11 +144,11 @@ def collect_experts(
     finished = reusable(out, "experts", params)
     if finished is not None:
         return ExpertsSummary(counts=finished["counts"], out=out)
+    episodes = _episodes(bench, split, tasks, max_variations)  # fails on bad input before anything is written
     params_file = out.with_name(out.name + ".params.json.partial")
     if params_file.exists() and json.loads(params_file.read_text()) != params:
         raise ValueError(f"{params_file}: an unfinished collection with other parameters exists for {out}")
     write_text_atomic(params_file, json.dumps(params, indent=2, sort_keys=True) + "\n")
-    episodes = _episodes(bench, split, tasks, max_variations)
     episodes_file = out.with_name(out.name + ".episodes.jsonl")
     ids = [f"{bench.name}/{t}/{v}" for t, v in episodes]
     with ResumableJsonl(episodes_file, EpisodeOutcome, key="trajectory_id") as log:

@@ -47,14 +47,16 @@ def test_experts_without_benchmark_data_say_where_to_point(tmp_path):
         capture_output=True,
         text=True,
         env=env,
+        cwd=tmp_path,
     )
     assert res.returncode == 2 and "set benchmark.data_dir (or ALFWORLD_DATA)" in res.stderr
-    assert "Traceback" not in res.stderr
+    assert "Traceback" not in res.stderr and list(tmp_path.iterdir()) == []  # nothing half-written
     res = subprocess.run(
         [sys.executable, "-m", "nemo_act.cli", "experts", "--benchmark", "webshop", "--split", "human", "--out", "x"],
         capture_output=True,
         text=True,
         env=env,
+        cwd=tmp_path,
     )
     assert res.returncode == 2 and "pass --data-dir" in res.stderr
 
