@@ -142,3 +142,34 @@ def test_experts_cli_converts_the_logs(benchmarks_dir, logs, catalog_file, tmp_p
     assert "/9 episodes won" in capsys.readouterr().out
     assert len(list(read_jsonl(out, Trajectory))) == 9
     assert read_manifest(out)["counts"]["episodes"] == 9
+
+
+def test_evaluation_wiring_on_a_stand_in_text_env(cfg, tmp_path, monkeypatch):
+    """WebShop's real text env cannot run here (no catalog, index or spaCy model): this runs the
+    evaluation loop against tests/stand_ins/web_agent_site, a stand-in with the real env's interface."""
+    import sys
+
+    from nemo_act.config import load_config
+    from nemo_act.evaluation.rollout import EpisodeRecord, evaluate_policy
+    from nemo_act.generation import RandomGenerator
+
+    monkeypatch.setattr(sys, "path", [str(Path(__file__).parent / "stand_ins"), *sys.path])  # spawned workers too
+    ws = load_config(overrides=["benchmark=webshop"])
+    res = evaluate_policy(
+        RandomGenerator(),
+        ws,
+        "test",
+        tmp_path,
+        tasks=["0", "1", "2", "3"],
+        seeds=[0],
+        workers=1,
+        envs_per_worker=2,
+        progress=False,
+    )
+    assert res["episodes"] == 4 and res["benchmark"] == "webshop"
+    records = list(read_jsonl(tmp_path / "seed_0" / "episodes.jsonl", EpisodeRecord))
+    assert sorted(r.variation for r in records) == [0, 1, 2, 3]
+    assert all(len(r.steps) <= ws.benchmark.max_steps for r in records)
+    assert records[0].steps[0]["action"] == SEARCH_ACTION  # the only action the search page lists
+    for r in records:  # WebShop's 0-1 reward is a 0-100 score; success is reward 1
+        assert r.final_score in (0.0, 25.0, 100.0) and r.success == (r.max_score == 100.0)
