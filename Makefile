@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch is pinned in the same command so no other (CUDA) build is pulled in by a dependency;
 	# the venv's bin leads PATH because alfworld's fast-downward build calls a bare `python`
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pip install --quiet $(TORCH) -e '.[local,envs,dev]'
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pip install --quiet $(TORCH) -e '.[local,envs,cluster,dev]'
 	touch $@
 
 setup: $(STAMP)

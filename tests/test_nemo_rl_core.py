@@ -1,0 +1,98 @@
+"""Cluster engine, the parts that need no NeMo-RL: datum processors with a real tokenizer, and the reward
+environments as actors under a real local Ray (an isolated single-CPU cluster started by the test)."""
+
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from nemo_act import stage_data
+from nemo_act.data import Pair, Trajectory, read_jsonl
+from nemo_act.engines.nemo_rl.processors import STOP_STRINGS, dpo_datum, grpo_datum, sft_datum
+from nemo_act.engines.nemo_rl.reward_env import REWARD_PARTS, ActionRewardEnv, SelectionRewardEnv
+from nemo_act.generation import RandomGenerator
+from nemo_act.pairs import collect_pairs
+from nemo_act.prompts.render import apply_chat_template
+
+
+@pytest.fixture(scope="module")
+def pairs(sw_experts, cfg, tmp_path_factory):
+    out = tmp_path_factory.mktemp("nemo_rl_pairs") / "pairs.jsonl"
+    collect_pairs(sw_experts, RandomGenerator(), cfg, out, progress=False)
+    return list(read_jsonl(out, Pair))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def test_grpo_datum_holds_the_core_prompt_as_token_ids(pairs, tokenizer, cfg):
+    rows = stage_data.act_rows(pairs, cfg)
+    datum = grpo_datum(rows[0], 0, tokenizer, "act_selection", 8192, cfg.model.enable_thinking)
+    (turn,) = datum["message_log"]
+    expected = apply_chat_template(tokenizer, rows[0]["prompt"], cfg.model.enable_thinking)
+    assert turn["content"] == expected and tokenizer.decode(turn["token_ids"]) == expected
+    assert "Candidate Actions for the NEXT step" in expected
+    assert expected.rsplit("<|im_start|>assistant\n", 1)[1].strip() in ("", "<think>\n\n</think>")  # no answer yet
+    assert datum["length"] == len(turn["token_ids"]) and datum["loss_multiplier"] == 1.0
+    assert datum["stop_strings"] == STOP_STRINGS
+    info = datum["extra_env_info"]
+    assert info["candidates"] == pairs[0].candidates and info["expert_index"] == pairs[0].expert_index
+    assert "prompt" not in info
+
+
+def test_a_too_long_prompt_is_cut_and_masked_out(pairs, tokenizer, cfg):
+    row = stage_data.act_rows(pairs, cfg)[0]
+    datum = grpo_datum(row, 3, tokenizer, "act_selection", 16, cfg.model.enable_thinking)
+    assert datum["length"] == 16 == len(datum["message_log"][0]["token_ids"]) and datum["loss_multiplier"] == 0.0
+
+
+def test_sft_and_dpo_datums_put_the_answer_in_its_own_assistant_turn(sw_experts, pairs, tokenizer, cfg):
+    il = stage_data.il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)
+    datum = sft_datum(il[0], 0, tokenizer, 8192, cfg.model.enable_thinking)
+    user, answer = datum["message_log"]
+    assert answer["role"] == "assistant" and answer["content"].startswith("<action>")
+    assert answer["token_ids"][-1].item() == tokenizer.eos_token_id
+    full = torch.cat([user["token_ids"], answer["token_ids"]])
+    assert datum["length"] == len(full) and tokenizer.decode(full).endswith(answer["content"])
+    dpo = dpo_datum(stage_data.dpo_rows(pairs, cfg)[0], 0, tokenizer, 8192, cfg.model.enable_thinking)
+    chosen, rejected = dpo["message_log_chosen"][-1]["content"], dpo["message_log_rejected"][-1]["content"]
+    assert pairs[0].expert_action in chosen and pairs[0].alternative_action in rejected
+
+
+def _log(answer: str) -> list[dict]:
+    return [{"role": "user", "content": "prompt"}, {"role": "assistant", "content": answer}]
+
+
+def test_reward_envs_return_one_column_per_part(pairs, cfg):
+    env = SelectionRewardEnv(cfg.rewards.selection, cfg.benchmark.admissible_reward)
+    p = pairs[0]
+    meta = {k: v for k, v in stage_data.act_rows([p], cfg)[0].items() if k != "prompt"}
+    answers = [
+        f"<think>the other one</think><action>{p.expert_action}</action>",
+        f"<action>{p.alternative_action}</action>",
+        "no tag at all",
+    ]
+    out = env.step([_log(a) for a in answers], [meta] * 3)
+    sel = cfg.rewards.selection
+    assert out.rewards.shape == (3, len(REWARD_PARTS)) and out.terminateds.all()
+    assert out.rewards[0].tolist() == [sel.correct, 0.0, 0.0]
+    assert out.rewards[1].tolist()[0] == 0.0 and out.rewards[2].tolist() == [0.0, 0.0, sel.malformed]
+    assert out.answers[:2] == [p.expert_action, p.alternative_action]
+    act = ActionRewardEnv(cfg.rewards.action, True)
+    res = act.step([_log("<action>look around</action>")], [{"expert_action": "look around", "admissible_actions": []}])
+    assert res.rewards.tolist() == [[cfg.rewards.action.correct, 0.0, 0.0]]
+
+
+def test_reward_env_runs_as_an_actor_under_a_real_local_ray(pairs, cfg):
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install -e '.[cluster]')")
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)  # isolated cluster
+    try:
+        actor = ray.remote(SelectionRewardEnv).remote(cfg.rewards.selection.model_dump(), True)
+        rows = stage_data.act_rows(pairs[:8], cfg)
+        metas = [{k: v for k, v in r.items() if k != "prompt"} for r in rows]
+        logs = [_log(f"<action>{p.expert_action}</action>") for p in pairs[:8]]
+        out = ray.get(actor.step.remote(logs, metas))
+        assert out.rewards[:, 0].mean().item() == cfg.rewards.selection.correct  # selection accuracy 100%
+    finally:
+        ray.shutdown()
