@@ -1,0 +1,67 @@
+"""NeMo-RL-facing reward environments: thin ``EnvironmentInterface`` actors over :mod:`.reward_env`.
+
+Importing this module needs NeMo-RL (its release container or a checkout of the pinned tag, see
+``conf/engine/_nemo_rl_pin.yaml``). :func:`register` puts both environments in NeMo-RL's two
+registries: ``ENV_REGISTRY`` (name -> actor class path, what ``create_env`` looks up) and
+``ACTOR_ENVIRONMENT_REGISTRY`` (class path -> Python executable; ours need nothing beyond the
+system one). Config of each actor: ``{"values": rewards.<part>, "use_admissible": bool}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+from nemo_rl.distributed.ray_actor_environment_registry import ACTOR_ENVIRONMENT_REGISTRY
+from nemo_rl.distributed.virtual_cluster import PY_EXECUTABLES
+from nemo_rl.environments.interfaces import EnvironmentInterface, EnvironmentReturn
+from nemo_rl.environments.utils import ENV_REGISTRY, register_env
+
+from nemo_act.engines.nemo_rl.reward_env import ActionRewardEnv, SelectionRewardEnv
+
+
+@ray.remote(max_restarts=-1, max_task_retries=-1)  # pragma: no cover - runs inside a Ray actor
+class ACTSelectionEnvironment(EnvironmentInterface):
+    """ACT stage reward (accuracy, admissible, format columns)."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self._core = SelectionRewardEnv(cfg["values"], cfg["use_admissible"])
+
+    def step(self, message_log_batch, metadata) -> EnvironmentReturn:
+        """Score one turn of a batch."""
+        return EnvironmentReturn(*self._core.step(message_log_batch, metadata))
+
+    def global_post_process_and_metrics(self, batch):
+        """Nothing to add: each reward column is logged by the rollout (GRPO v0.7.0 never calls this)."""
+        return batch, {}
+
+
+@ray.remote(max_restarts=-1, max_task_retries=-1)  # pragma: no cover - runs inside a Ray actor
+class ACTActionEnvironment(EnvironmentInterface):
+    """RL stage reward on directly generated actions (accuracy, admissible, format columns)."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self._core = ActionRewardEnv(cfg["values"], cfg["use_admissible"])
+
+    def step(self, message_log_batch, metadata) -> EnvironmentReturn:
+        """Score one turn of a batch."""
+        return EnvironmentReturn(*self._core.step(message_log_batch, metadata))
+
+    def global_post_process_and_metrics(self, batch):
+        """Nothing to add (see :class:`ACTSelectionEnvironment`)."""
+        return batch, {}
+
+
+# Environment name (the datums' ``task_name``) -> actor class path.
+ENVIRONMENTS = {
+    "act_selection": f"{__name__}.ACTSelectionEnvironment",
+    "act_action": f"{__name__}.ACTActionEnvironment",
+}
+
+
+def register() -> None:
+    """Register both environments with NeMo-RL (idempotent)."""
+    for name, fqn in ENVIRONMENTS.items():
+        ACTOR_ENVIRONMENT_REGISTRY.setdefault(fqn, PY_EXECUTABLES.SYSTEM)
+        if name not in ENV_REGISTRY:
+            register_env(name, fqn)
