@@ -52,10 +52,17 @@ def cmd_experts(args: argparse.Namespace) -> int:
 
     extra = [f"benchmark.data_dir={args.data_dir}"] if args.data_dir else []
     cfg = _cfg(args, [f"benchmark={args.benchmark}", *extra])
+    if not args.split and not args.from_rollouts:
+        raise UsageError("pass --split (collect from the benchmark) or --from-rollouts FILE")
     tasks = [t for t in args.tasks.split(",") if t] if args.tasks else None
-    summary = collect_experts(
-        cfg, args.split, args.out, tasks=tasks, max_variations=args.max_variations, workers=args.workers
-    )
+    if args.from_rollouts:
+        from nemo_act.experts import import_rollouts
+
+        summary = import_rollouts(cfg, args.from_rollouts, args.out)
+    else:
+        summary = collect_experts(
+            cfg, args.split, args.out, tasks=tasks, max_variations=args.max_variations, workers=args.workers
+        )
     c = summary.counts
     print(
         f"{c['won']}/{c['episodes']} episodes won, {c['steps']} expert steps -> {summary.out}; "
@@ -231,8 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--benchmark", required=True, choices=["scienceworld", "alfworld", "webshop"])
     p.add_argument(
         "--split",
-        required=True,
+        default=None,
         help="ScienceWorld: train, dev, test; ALFWorld: train, valid_seen, valid_unseen; WebShop: human",
+    )
+    p.add_argument(
+        "--from-rollouts",
+        default=None,
+        help="take the successful trajectories of another policy's rollouts (our trajectory JSONL) instead",
     )
     p.add_argument("--data-dir", default=None, help="ALFWorld / WebShop data folder (sets benchmark.data_dir)")
     p.add_argument(

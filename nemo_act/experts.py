@@ -216,3 +216,49 @@ def _webshop_demonstrations(cfg: WebShopConfig, split: str, out: Path) -> Expert
     }
     write_manifest(out, "experts", params=params, counts=counts)
     return ExpertsSummary(counts=counts, out=out)
+
+
+def import_rollouts(cfg: ExperimentConfig, rollouts: str | Path, out: str | Path) -> ExpertsSummary:
+    """Take expert trajectories from another policy's rollouts (e.g. a GiGPO model's, run on a cluster).
+
+    The file holds trajectories in our schema (validated on read: a bad line fails with file, line and
+    field). Only successful ones of ``cfg.benchmark`` are kept; the manifest counts what was dropped
+    and how many kept steps took an action outside the listed admissible actions.
+
+    Args:
+        cfg: Experiment config (``benchmark.name`` must match the trajectories').
+        rollouts: Trajectory JSONL (``.gz`` too).
+        out: Experts JSONL to write (manifest beside it).
+
+    Returns:
+        Counts and output path.
+
+    Raises:
+        RecordError: A line is not a valid trajectory.
+        ValueError: A trajectory belongs to another benchmark.
+    """
+    from nemo_act.data.io import read_jsonl
+
+    rollouts, out = Path(rollouts), Path(out)
+    trajs = list(read_jsonl(rollouts, Trajectory))
+    other = sorted({t.benchmark for t in trajs} - {cfg.benchmark.name})
+    if other:
+        raise ValueError(f"{rollouts}: trajectories of {other} given for benchmark '{cfg.benchmark.name}'")
+    kept = [t for t in trajs if t.success]
+    write_jsonl(out, kept)
+    counts = {
+        "episodes": len(trajs),
+        "won": len(kept),
+        "failed": [t.trajectory_id for t in trajs if not t.success],
+        "steps": sum(len(t.steps) for t in kept),
+        "steps_admissible": sum(s.action_admissible for t in kept for s in t.steps),
+        "sources": sorted({t.source for t in kept}),
+    }
+    write_manifest(
+        out,
+        "experts",
+        params={"from_rollouts": str(rollouts), "benchmark": cfg.benchmark.name},
+        counts=counts,
+        inputs={"rollouts": rollouts},
+    )
+    return ExpertsSummary(counts=counts, out=out)

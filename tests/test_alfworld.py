@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nemo_act.config import load_config
-from nemo_act.data import Trajectory, read_jsonl, read_manifest
+from nemo_act.data import Trajectory, read_jsonl, read_manifest, write_jsonl
 from nemo_act.evaluation.rollout import EpisodeRecord, evaluate_policy, list_episodes
 from nemo_act.generation import GoldGenerator, RandomGenerator
 
@@ -87,6 +87,20 @@ def test_train_experts_are_won_and_every_action_was_admissible(alf_cfg, tmp_path
         assert t.success and t.benchmark == "alfworld" and t.task_description
         assert all(s.action in s.admissible_actions and "help" not in s.admissible_actions for s in t.steps)
     assert read_manifest(out)["counts"]["steps_admissible"] == sum(len(t.steps) for t in trajs)
+
+    # another policy's rollouts in our schema (here: these, one marked lost) become experts too
+    from nemo_act.cli import main
+
+    rollouts = tmp_path / "gigpo_rollouts.jsonl"
+    lost = trajs[0].model_copy(update={"trajectory_id": "alfworld/lost/0", "success": False, "score": 0.0})
+    write_jsonl(rollouts, [*trajs, lost])
+    imported = tmp_path / "imported.jsonl"
+    args = ["experts", "--benchmark", "alfworld", "--data-dir", alf_cfg.benchmark.data_dir]
+    assert main([*args, "--from-rollouts", str(rollouts), "--out", str(imported)]) == 0
+    assert list(read_jsonl(imported, Trajectory)) == trajs
+    assert read_manifest(imported)["counts"]["failed"] == ["alfworld/lost/0"]
+    wrong = ["experts", "--benchmark", "webshop", "--from-rollouts", str(rollouts), "--out", str(tmp_path / "w")]
+    assert main(wrong) == 2  # ALFWorld trajectories are not WebShop experts
 
 
 class KilledOnce:
