@@ -155,16 +155,14 @@ def _play(
 
     def requeue_lost() -> None:
         for s in sorted(pool.pop_lost_slots()):
-            if s in live:
-                ep = live.pop(s).episode
-                restarts[ep] = restarts.get(ep, 0) + 1
-                if restarts[ep] > MAX_EPISODE_RESTARTS:
-                    raise RuntimeError(f"episode {ep} lost its env worker {restarts[ep]} times; giving up")
-                queue.insert(0, ep)
-                free.append(s)
-            elif s in starting:
-                queue.insert(0, starting[s])
-                free.append(s)
+            if s not in live and s not in starting:
+                continue  # an idle slot: nothing was lost
+            ep = live.pop(s).episode if s in live else starting[s]
+            restarts[ep] = restarts.get(ep, 0) + 1
+            if restarts[ep] > MAX_EPISODE_RESTARTS:
+                raise RuntimeError(f"episode {ep} lost its env worker {restarts[ep]} times; giving up")
+            queue.insert(0, ep)
+            free.append(s)
 
     while queue or live:
         starting = {}
