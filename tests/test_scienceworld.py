@@ -44,6 +44,16 @@ TEMPLATES = ["focus on OBJ", "use OBJ on OBJ", "move OBJ to OBJ", "connect OBJ t
             ["focus on self watering flower pot 5", "focus on lemon tree in self watering flower pot 1"],
             None,
         ),
+        (  # a part of the tree (its flower) must not stand for the tree; "adult orange tree" may
+            "focus on orange tree in the reproducing stage in self watering flower pot 6",
+            ["focus on flower in orange tree in the reproducing stage", "focus on reproducing orange tree"],
+            "focus on reproducing orange tree",
+        ),
+        (
+            "focus on orange tree in the adult stage in self watering flower pot 9",
+            ["focus on adult orange tree", "focus on self watering flower pot 9"],
+            "focus on adult orange tree",
+        ),
         (
             "focus on lemon tree in the reproducing stage in self watering flower pot 5",
             ["focus on self watering flower pot 5", "focus on lemon tree in self watering flower pot 5"],

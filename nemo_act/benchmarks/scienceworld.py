@@ -31,7 +31,7 @@ from nemo_act.rewards import normalize_action
 SPLITS = ("train", "dev", "test")
 # Bump when replay or alias logic changes what an experts file holds: finished files made by an
 # older adapter are then not reused (the number is part of the experts manifest's parameters).
-ADAPTER_VERSION = 3
+ADAPTER_VERSION = 4
 SOURCE = "scienceworld-gold"
 # Env answers that mean the action changed nothing but the clock (gold steps the easy simplification made moot).
 NOOP_OBSERVATIONS = ("The door is already open.",)
@@ -149,7 +149,9 @@ def find_alias(action: str, valid: Sequence[str], templates: Sequence[str]) -> s
     gold argument (location qualifiers such as "in inventory" and letter suffixes such as "B" are
     what the list leaves out) that still contains the gold argument's head, the object before its
     first " in " ("lemon tree" in "lemon tree in the adult stage in flower pot 5", so the pot alone
-    never stands for the tree). The valid action with the most shared words wins; a tie means no alias.
+    never stands for the tree), and whose own head shares a word with it (so "flower in orange tree
+    in the reproducing stage", a part of the tree, never stands for the tree). The valid action with
+    the most shared words wins; a tie means no alias.
 
     Args:
         action: The gold action.
@@ -171,7 +173,11 @@ def find_alias(action: str, valid: Sequence[str], templates: Sequence[str]) -> s
         cand = _parse(v, templates)
         if cand is None or cand[0] != gold[0]:
             continue
-        if all(c and c <= g and h <= c for c, g, h in zip(cand[1], gold[1], gold[2], strict=True)):
+        same_object = all(
+            c and c <= g and h <= c and (not h or ch & h)
+            for c, g, h, ch in zip(cand[1], gold[1], gold[2], cand[2], strict=True)
+        )
+        if same_object:
             best.append((sum(len(c) for c in cand[1]), v))
     if not best:
         return None
