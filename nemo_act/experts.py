@@ -74,7 +74,7 @@ def _run_episode(task: str, variation: int, split: str) -> str:
     attempt = 0
     while True:
         attempt += 1
-        traj = alfworld.play_expert(_ENV, task, split, _BENCH.max_steps)
+        traj = alfworld.play_expert(_ENV, task, split, _BENCH.max_steps, attempt=attempt - 1)
         if traj.success or attempt > _BENCH.expert_retries:
             break
     return EpisodeOutcome(trajectory_id=traj.trajectory_id, trajectory=traj, attempts=attempt).model_dump_json()

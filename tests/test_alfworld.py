@@ -155,3 +155,15 @@ def test_a_killed_worker_is_restarted_and_its_episodes_replayed(alf_cfg, tmp_pat
     # both episodes were replayed from their first step on the fresh worker: full length, no gap
     assert all(len(r.steps) == alf_cfg.benchmark.max_steps or r.success for r in records)
     assert all(r.steps[0]["prompt"].count("You are now at step 1 ") == 1 for r in records)
+
+
+def test_an_expert_episode_repeats_exactly(alf_cfg):
+    from nemo_act.benchmarks import alfworld
+
+    gid = next(g for g, _ in list_episodes(alf_cfg, "valid_seen") if FAST_GAMES[1] in g)
+    env = alfworld.EpisodeEnv(alf_cfg.benchmark, expert=True)
+    try:
+        first, again = (alfworld.play_expert(env, gid, "valid_seen", 50) for _ in range(2))
+        assert first == again and first.success
+    finally:
+        env.close()

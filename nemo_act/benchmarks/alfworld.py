@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 from pathlib import Path
 from typing import Any
 
@@ -169,8 +170,13 @@ class EpisodeEnv:
         self.env = AlfredExpert(env, expert_type=AlfredExpertType.HANDCODED) if expert else env
         self.task_description = ""
 
-    def reset(self, gid: str, variation: int = 0) -> dict:
-        """Start the game ``gid`` (``variation`` is always 0: one episode per game)."""
+    def reset(self, gid: str, variation: int = 0, attempt: int = 0) -> dict:
+        """Start the game ``gid`` (``variation`` is always 0: one episode per game).
+
+        The handcoded expert draws from Python's ``random``; it is seeded from (game, attempt), so an
+        episode repeats exactly and a retried expert collection tries a different draw.
+        """
+        random.seed(f"{gid}/{attempt}")
         self.env.load(str(rebuilt_game(self.root, gid, self.cache_dir)))
         state = self.env.reset()
         self.task_description, observation = split_intro(state["feedback"])
@@ -198,7 +204,7 @@ class EpisodeEnv:
         self.env.close()
 
 
-def play_expert(env: EpisodeEnv, gid: str, split: str, max_steps: int) -> Trajectory:
+def play_expert(env: EpisodeEnv, gid: str, split: str, max_steps: int, attempt: int = 0) -> Trajectory:
     """Play one game with the handcoded expert and record it.
 
     ``success`` is a win within ``max_steps`` using only listed actions: when the expert proposes a
@@ -210,11 +216,12 @@ def play_expert(env: EpisodeEnv, gid: str, split: str, max_steps: int) -> Trajec
         gid: Game id.
         split: Split the game belongs to (recorded).
         max_steps: Step cap (the protocol's 50).
+        attempt: Try number (seeds the expert's draws).
 
     Returns:
         The trajectory; every recorded action was in the admissible list when taken.
     """
-    view = env.reset(gid)
+    view = env.reset(gid, attempt=attempt)
     steps: list[Step] = []
     while not view["done"] and len(steps) < max_steps:
         action = view["expert_action"]
