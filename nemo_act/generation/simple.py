@@ -40,7 +40,8 @@ class RandomGenerator:
         out: list[list[str]] = []
         for req in requests:
             banned = {normalize_action(a) for a in req.exclude}
-            pool = [a for a in req.admissible_actions if normalize_action(a) not in banned]
+            # sorted: the env's list order is not stable (ScienceWorld's varies between JVMs), the set is
+            pool = sorted(a for a in req.admissible_actions if normalize_action(a) not in banned)
             rng = _rng(seed, req.key)
             out.append([wrap_action(rng.choice(pool)) if pool else "" for _ in range(n)])
         return out
