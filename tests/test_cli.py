@@ -42,22 +42,15 @@ def test_malformed_experts_file_is_a_clear_error(tmp_path):
 
 def test_experts_without_benchmark_data_say_where_to_point(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("ALFWORLD_DATA", "WEBSHOP_DATA")}
-    res = subprocess.run(
-        [sys.executable, "-m", "nemo_act.cli", "experts", "--benchmark", "alfworld", "--split", "train", "--out", "x"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
+
+    def experts(benchmark: str, split: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "nemo_act.cli", "experts", "--benchmark", benchmark, "--split", split]
+        return subprocess.run([*cmd, "--out", "x"], capture_output=True, text=True, env=env, cwd=tmp_path)
+
+    res = experts("alfworld", "train")
     assert res.returncode == 2 and "set benchmark.data_dir (or ALFWORLD_DATA)" in res.stderr
     assert "Traceback" not in res.stderr and list(tmp_path.iterdir()) == []  # nothing half-written
-    res = subprocess.run(
-        [sys.executable, "-m", "nemo_act.cli", "experts", "--benchmark", "webshop", "--split", "human", "--out", "x"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
+    res = experts("webshop", "human")
     assert res.returncode == 2 and "pass --data-dir" in res.stderr
 
 

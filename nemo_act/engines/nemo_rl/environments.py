@@ -20,15 +20,16 @@ from nemo_rl.environments.utils import ENV_REGISTRY, register_env
 from nemo_act.engines.nemo_rl.reward_env import ActionRewardEnv, SelectionRewardEnv
 
 
-@ray.remote(max_restarts=-1, max_task_retries=-1)  # pragma: no cover - runs inside a Ray actor
-class ACTSelectionEnvironment(EnvironmentInterface):
-    """ACT stage reward (accuracy, admissible, format columns)."""
+class _RewardEnvironment(EnvironmentInterface):
+    """One-turn reward environment over an engine-free core (``core`` is set by each subclass)."""
+
+    core: type[SelectionRewardEnv] | type[ActionRewardEnv]
 
     def __init__(self, cfg: dict[str, Any]) -> None:
-        self._core = SelectionRewardEnv(cfg["values"], cfg["use_admissible"])
+        self._core = self.core(cfg["values"], cfg["use_admissible"])
 
     def step(self, message_log_batch, metadata) -> EnvironmentReturn:
-        """Score one turn of a batch."""
+        """Score one turn of a batch: rewards ``[B, 3]`` (accuracy, admissible, format)."""
         return EnvironmentReturn(*self._core.step(message_log_batch, metadata))
 
     def global_post_process_and_metrics(self, batch):
@@ -37,19 +38,17 @@ class ACTSelectionEnvironment(EnvironmentInterface):
 
 
 @ray.remote(max_restarts=-1, max_task_retries=-1)  # pragma: no cover - runs inside a Ray actor
-class ACTActionEnvironment(EnvironmentInterface):
-    """RL stage reward on directly generated actions (accuracy, admissible, format columns)."""
+class ACTSelectionEnvironment(_RewardEnvironment):
+    """ACT stage reward: which candidate the response names."""
 
-    def __init__(self, cfg: dict[str, Any]) -> None:
-        self._core = ActionRewardEnv(cfg["values"], cfg["use_admissible"])
+    core = SelectionRewardEnv
 
-    def step(self, message_log_batch, metadata) -> EnvironmentReturn:
-        """Score one turn of a batch."""
-        return EnvironmentReturn(*self._core.step(message_log_batch, metadata))
 
-    def global_post_process_and_metrics(self, batch):
-        """Nothing to add (see :class:`ACTSelectionEnvironment`)."""
-        return batch, {}
+@ray.remote(max_restarts=-1, max_task_retries=-1)  # pragma: no cover - runs inside a Ray actor
+class ACTActionEnvironment(_RewardEnvironment):
+    """RL stage reward on directly generated actions."""
+
+    core = ActionRewardEnv
 
 
 # Environment name (the datums' ``task_name``) -> actor class path.
