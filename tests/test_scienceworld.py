@@ -202,7 +202,7 @@ def _replay_in_worker(line: str, cfg) -> tuple[str, float]:
 
 @pytest.mark.skipif(
     not os.environ.get("NEMO_ACT_FULL_SCIENCEWORLD"),
-    reason="full 149-episode collection and replay takes ~20 min; set NEMO_ACT_FULL_SCIENCEWORLD=1 to run it",
+    reason="the full 149-episode collection and replay takes 25-50 min; set NEMO_ACT_FULL_SCIENCEWORLD=1 to run it",
 )
 def test_full_test_split_gives_149_experts_that_replay_to_100(scienceworld, cfg, tmp_path):
     from concurrent.futures import ProcessPoolExecutor
