@@ -85,12 +85,16 @@ def plot_runs(runs: Sequence[dict[str, Any]], out: str | Path) -> Path:
 
     fig, axes = plt.subplots(1, 4, figsize=(20, 4.5))
     panels = [("loss", "loss"), ("reward", "reward (total)"), ("rewards/selection_accuracy/mean", "selection accuracy")]
+    curves = [f"{run['pipeline']}:{stage}" for run in runs for stage in run["metrics"]]
+    palette = plt.get_cmap("tab10")
+    color = {label: palette(i % 10) for i, label in enumerate(curves)}  # one colour per stage in every panel
     for ax, (key, title) in zip(axes[:3], panels, strict=True):
         for run in runs:
             for stage, history in run["metrics"].items():
                 xs, ys = _curve(history, key)
                 if xs:
-                    ax.plot(xs, ys, marker=".", label=f"{run['pipeline']}:{stage}")
+                    label = f"{run['pipeline']}:{stage}"
+                    ax.plot(xs, ys, marker=".", label=label, color=color[label])
         ax.set_title(title)
         ax.set_xlabel("optimizer step")
         if ax.has_data():
