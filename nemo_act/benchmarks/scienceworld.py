@@ -7,7 +7,7 @@ Experts take the official gold action sequence (``load(..., generateGoldPath=Tru
 plain load of the same episode (what a policy plays: a gold-path load simulates differently) and
 record, before each action, the observation and the env's full valid-action list. Every episode runs
 in a fresh JVM (``fresh_env_per_episode``), because the simulator's outcomes depend on what the JVM
-ran before; episodes then repeat exactly. Gold
+ran before (a few tasks, e.g. grow-fruit, stay random in the simulator itself). Gold
 actions are spelled more fully than the valid list spells them ("focus on thermometer in inventory"
 vs "focus on thermometer"), so each gold action not in the list verbatim goes through
 :func:`find_alias`. Under the ``easy`` simplification the gold path still opens doors that are
@@ -45,8 +45,9 @@ class Simulator:
     played other episodes, ``power-component`` variation 15 got a 6-step gold path (a fresh JVM gives
     9 steps), and the same recorded actions scored 77, 77, 100 in three replays in one JVM while
     every fresh-JVM replay gave the same score. With ``fresh_env_per_episode`` each
-    :meth:`episode` restarts the JVM (about 1 s), so gold paths, replays and evaluation episodes
-    repeat exactly. Other attributes (``reset``, ``step``, ``get_*``) are the current env's.
+    :meth:`episode` restarts the JVM (about 1 s), so an episode no longer depends on earlier ones. A few
+    tasks are random in the simulator itself (grow-fruit 94's recorded actions replayed to 100, 100,
+    100, 50 in fresh JVMs). Other attributes (``reset``, ``step``, ``get_*``) are the current env's.
     """
 
     def __init__(self, cfg: ScienceWorldConfig) -> None:
