@@ -25,6 +25,7 @@ from nemo_act.config.schema import ALFWorldConfig, ExperimentConfig, ScienceWorl
 from nemo_act.data.io import ResumableJsonl, write_jsonl, write_text_atomic
 from nemo_act.data.manifest import reusable, write_manifest
 from nemo_act.data.records import Trajectory
+from nemo_act.evaluation.rollout import list_episodes
 
 
 class EpisodeOutcome(BaseModel):
@@ -80,23 +81,6 @@ def _run_episode(task: str, variation: int, split: str) -> str:
     return EpisodeOutcome(trajectory_id=traj.trajectory_id, trajectory=traj, attempts=attempt).model_dump_json()
 
 
-def _episodes(
-    cfg: ScienceWorldConfig | ALFWorldConfig, split: str, tasks: Sequence[str] | None, max_variations: int | None
-) -> list[tuple[str, int]]:
-    if isinstance(cfg, ALFWorldConfig):
-        from nemo_act.benchmarks import alfworld
-
-        games = alfworld.episodes(cfg, split)
-        return [g for g in games if not tasks or any(t in g[0] for t in tasks)]
-    from nemo_act.benchmarks import scienceworld
-
-    env = scienceworld.make_env(cfg)
-    try:
-        return scienceworld.list_episodes(env, split, max_variations, tasks, cfg.simplification)
-    finally:
-        env.close()
-
-
 def _adapter_version(cfg: ScienceWorldConfig | ALFWorldConfig) -> int:
     if isinstance(cfg, ALFWorldConfig):
         from nemo_act.benchmarks.alfworld import ADAPTER_VERSION
@@ -144,7 +128,8 @@ def collect_experts(
     finished = reusable(out, "experts", params)
     if finished is not None:
         return ExpertsSummary(counts=finished["counts"], out=out)
-    episodes = _episodes(bench, split, tasks, max_variations)  # fails on bad input before anything is written
+    # the same episode list evaluation plays; fails on bad input before anything is written
+    episodes = list_episodes(cfg, split, tasks, max_variations)
     params_file = out.with_name(out.name + ".params.json.partial")
     if params_file.exists() and json.loads(params_file.read_text()) != params:
         raise ValueError(f"{params_file}: an unfinished collection with other parameters exists for {out}")
