@@ -119,11 +119,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     """Train one stage from a checkpoint on pairs or experts."""
     from nemo_act import stage_data
-    from nemo_act.engines.local.stages import stage_experiment, train_stage
+    from nemo_act.engines import train_stage
+    from nemo_act.engines.local.stages import stage_experiment
 
     cfg = _cfg(args)
-    if cfg.engine.name != "local":
-        raise NotImplementedError("nemo-act train with engine=nemo_rl comes with the cluster-engine issue (#4)")
     rows = stage_data.rows_for(args.stage, args.data, stage_experiment(args.stage, cfg))
     out = train_stage(args.stage, args.init or cfg.model.name_or_path, rows, cfg, args.out)
     print(f"stage {args.stage}: {len(rows)} rows -> {out}")

@@ -14,8 +14,10 @@ Run folder layout (``run_dir``)::
 
 A stage is skipped when its ``stage.json`` says complete and its fingerprint (stage kind,
 starting checkpoint's fingerprint, data hash, the stage's hyperparameters, prompt and reward
-config, seed) is unchanged. A stage that crashed restarts from its last TRL checkpoint; a stage
-whose fingerprint changed is retrained from scratch, and so is every stage after it.
+config, seed; on the cluster engine also precision, NeMo-RL bases and overrides) is unchanged. A
+stage that crashed restarts from its last checkpoint in ``stages/NN_kind/checkpoints`` (TRL's on the
+local engine, NeMo-RL's on the cluster engine); a stage whose fingerprint changed is retrained from
+scratch, and so is every stage after it.
 """
 
 from __future__ import annotations
@@ -70,12 +72,21 @@ def stage_fingerprint(kind: str, init: str, data: Path, cfg: ExperimentConfig) -
             "benchmark": cfg.benchmark.model_dump(),
             "thinking": cfg.model.enable_thinking,
             "seed": cfg.seed,
+            **_engine_fingerprint(cfg),
         }
     )
 
 
+def _engine_fingerprint(cfg: ExperimentConfig) -> dict[str, Any]:
+    """What of the cluster engine changes a stage's result (not its layout: a job may be resized)."""
+    n = cfg.engine.nemo_rl
+    if cfg.engine.name == "local" or n is None:
+        return {}
+    return {"engine": {"precision": n.precision, "bases": n.bases, "overrides": n.overrides}}
+
+
 class PipelineRunner:
-    """Runs ``cfg.pipeline`` in ``run_dir`` with the local engine.
+    """Runs ``cfg.pipeline`` in ``run_dir`` with ``cfg.engine`` (local, or nemo_rl on a Ray cluster).
 
     Args:
         cfg: Experiment config (``pipeline`` section).
@@ -90,8 +101,6 @@ class PipelineRunner:
         data_dir: str | Path | None = None,
         console: Console | None = None,
     ):
-        if cfg.engine.name != "local":
-            raise NotImplementedError("engine=nemo_rl pipelines come with the cluster-engine issue (#4)")
         self.cfg = cfg
         self.dir = Path(run_dir or cfg.run_dir)
         self.data_dir = Path(data_dir) if data_dir else self.dir / "data"
@@ -150,7 +159,8 @@ class PipelineRunner:
             data: See ``rows``.
         """
         from nemo_act import stage_data
-        from nemo_act.engines.local.stages import stage_experiment, train_stage
+        from nemo_act.engines import train_stage
+        from nemo_act.engines.local.stages import stage_experiment
 
         out = self.dir / "stages" / f"{index:02d}_{kind}"
         data = data or (pairs if kind in PAIR_STAGES else experts)

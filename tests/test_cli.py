@@ -64,9 +64,19 @@ def test_gold_policy_needs_experts(tmp_path):
     assert res.returncode == 2 and "--experts" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_cluster_engine_is_refused_with_its_issue(tmp_path):
-    res = _run("run", "conf/pipeline/il.yaml", "--run-dir", str(tmp_path), "engine=nemo_rl")
-    assert res.returncode == 2 and "cluster-engine issue" in res.stderr
+def test_train_on_the_cluster_engine_dry_run_prints_driver_and_export(sw_experts, tmp_path):
+    """NEMO_ACT_DRY_RUN=1: what a GPU node would run (NeMo-RL driver, then the Megatron -> HF export)."""
+    recipe = "conf/recipes/scienceworld/act-qwen3-8b-4n4g-megatron.yaml"
+    args = ["train", "--stage", "il", "--data", str(sw_experts), "--out", str(tmp_path / "il"), "--config", recipe]
+    res = subprocess.run(
+        [sys.executable, "-m", "nemo_act.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NEMO_ACT_DRY_RUN": "1"},
+    )
+    assert res.returncode == 0, res.stderr
+    assert "-m nemo_act.engines.nemo_rl.driver --stage il --init Qwen/Qwen3-8B" in res.stdout
+    assert "megatron_to_hf.py" in res.stdout and (tmp_path / "il" / "rows.jsonl").stat().st_size > 0
 
 
 def test_stray_option_is_rejected():

@@ -99,3 +99,14 @@ def test_group_switch_reaches_a_parent_file():
 def test_group_switch_wins_over_a_child_files_own_choice():
     assert load_config(conf_root() / "demo.yaml").model.tiny.hidden_size == 128  # demo picks tiny_demo
     assert load_config(conf_root() / "demo.yaml", ["model=tiny"]).model.tiny.hidden_size == 64
+
+
+def test_a_files_group_choice_replaces_its_parents(tmp_path: Path):
+    """A recipe picking benchmark: alfworld over config.yaml's scienceworld gets ALFWorld's keys only."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"defaults:\n  - {conf_root() / 'config.yaml'}\n  - benchmark: alfworld\n  - _self_\n")
+    cfg = load_config(recipe)
+    assert cfg.benchmark.name == "alfworld" and not hasattr(cfg.benchmark, "simplification")
+    own = tmp_path / "own.yaml"  # the file's own keys still apply over the group it picks
+    own.write_text(f"defaults:\n  - {recipe}\n  - benchmark: alfworld\n  - _self_\nbenchmark:\n  max_steps: 7\n")
+    assert load_config(own).benchmark.max_steps == 7

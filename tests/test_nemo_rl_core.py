@@ -1,6 +1,8 @@
 """Cluster engine, the parts that need no NeMo-RL: datum processors with a real tokenizer, and the reward
 environments as actors under a real local Ray (an isolated single-CPU cluster started by the test)."""
 
+import json
+
 import pytest
 import torch
 from transformers import AutoTokenizer
@@ -96,3 +98,30 @@ def test_reward_env_runs_as_an_actor_under_a_real_local_ray(pairs, cfg):
         assert out.rewards[:, 0].mean().item() == cfg.rewards.selection.correct  # selection accuracy 100%
     finally:
         ray.shutdown()
+
+
+def test_reward_env_logs_every_part_once_per_step(pairs, cfg, tmp_path):
+    """NeMo-RL v0.7.0's GRPO logs only the total reward: the env's own log keeps every part per step."""
+    log = tmp_path / "stage" / "reward_parts.jsonl"
+    env = SelectionRewardEnv(cfg.rewards.selection, cfg.benchmark.admissible_reward, log)
+    p = pairs[0]
+    meta = {k: v for k, v in stage_data.act_rows([p], cfg)[0].items() if k != "prompt"}
+    answers = [
+        f"<action>{p.expert_action}</action>",
+        f"<action>{p.alternative_action}</action>",
+        "<action>zzz</action>",
+        "none",
+    ]
+    env.step([_log(a) for a in answers], [meta] * 4)
+    env.step([_log(answers[0])], [meta])
+    first, second = (json.loads(line) for line in log.read_text().splitlines())
+    assert (first["call"], first["n"], second["call"], second["n"]) == (1, 4, 2, 1)
+    assert first["selection_accuracy"] == 0.25 and first["named_neither"] == 0.25 and first["malformed"] == 0.25
+    assert (
+        first["accuracy"] == cfg.rewards.selection.correct / 4
+        and first["format"] == cfg.rewards.selection.malformed / 4
+    )
+    assert second["selection_accuracy"] == 1.0
+    ActionRewardEnv(cfg.rewards.action, True).step(
+        [_log("<action>a</action>")], [{"expert_action": "a", "admissible_actions": []}]
+    )

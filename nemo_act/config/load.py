@@ -5,7 +5,8 @@ A ``defaults:`` list entry is one of:
 * ``{group: option}``: load ``<conf_root>/<group>/<option>.yaml`` and merge it under key ``group``
   (Hydra-style groups: model, benchmark, generation, engine, ...);
 * ``"parent.yaml"``: a file path relative to the current file, merged at the same level
-  (NeMo-RL-style inheritance, used by recipes);
+  (NeMo-RL-style inheritance, used by recipes); a later ``group: option`` entry replaces the
+  parent's choice for that group (one option per group, as in Hydra);
 * ``_self_``: where the file's own keys are merged (last when absent, so a file overrides its parents).
 
 Overrides ``group=option`` switch a group's option; ``a.b.c=value`` sets a key (YAML-typed value).
@@ -63,6 +64,15 @@ def _read_yaml(path: Path) -> DictConfig:
     return OmegaConf.create(data)
 
 
+def _without(part: DictConfig, key: str) -> DictConfig:
+    """A copy of ``part`` without top-level ``key``."""
+    if key not in part:
+        return part
+    out = part.copy()
+    del out[key]
+    return out
+
+
 def _compose(path: Path, root: Path, choices: dict[str, str], top: bool, used: set[str] | None = None) -> DictConfig:
     """Load ``path`` and merge its defaults list in order."""
     node = _read_yaml(path)
@@ -93,6 +103,9 @@ def _compose(path: Path, root: Path, choices: dict[str, str], top: bool, used: s
                     f"options of '{group}' are: {', '.join(group_options(group, root)) or '(none)'}"
                 )
             sub = _compose(option_file, root, {}, top=False)
+            # a group holds one option: this entry replaces what a parent file chose for the group
+            # (Hydra semantics; merging would keep keys of the other option, e.g. ScienceWorld's in ALFWorld)
+            parts = [_without(p, group) if p is not node else p for p in parts]
             parts.append(OmegaConf.create({group: sub}))
         else:
             raise ConfigError(f"{path}: defaults entry {entry!r} is neither 'group: option', a file nor _self_")

@@ -7,7 +7,7 @@ one. A key that is missing, unknown or of the wrong type is an error (see ``nemo
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,12 +52,20 @@ class SamplingConfig(_Strict):
     max_new_tokens: int = Field(gt=0)
 
 
+class VLLMSettings(_Strict):
+    """A vLLM engine: GRPO rollouts (NeMo-RL ``vllm_cfg``) or offline generation (pairs, eval)."""
+
+    tensor_parallel: int = Field(gt=0)
+    gpu_memory_utilization: float = Field(gt=0, le=1)
+
+
 class GenerationConfig(_Strict):
     """Generation backend that turns prompts into sampled text."""
 
     backend: Literal["hf", "vllm"]
     batch_size: int = Field(gt=0, description="Prompts per generate call.")
     device: str = Field(description="'auto', 'cpu', 'cuda', 'cuda:1', ...")
+    vllm: VLLMSettings | None = Field(description="vLLM engine settings (backend vllm only).")
 
 
 class RewardValues(_Strict):
@@ -147,12 +155,47 @@ class EvalConfig(_Strict):
     seeds: list[int] = Field(min_length=1)
 
 
+class ClusterShape(_Strict):
+    """Nodes and GPUs one cluster-engine stage runs on (NeMo-RL ``cluster``)."""
+
+    num_nodes: int = Field(gt=0)
+    gpus_per_node: int = Field(gt=0, description="GH200 nodes: 4; DGX H100: 8.")
+
+
+class MegatronParallelism(_Strict):
+    """Megatron-Core layout and memory settings of the trained policy (NeMo-RL ``policy.megatron_cfg``)."""
+
+    tensor_parallel: int = Field(gt=0)
+    pipeline_parallel: int = Field(gt=0)
+    context_parallel: int = Field(gt=0)
+    sequence_parallel: bool = Field(description="Needs tensor_parallel > 1 to matter.")
+    activation_checkpointing: bool
+    distributed_optimizer: bool
+
+
+class NeMoRLSettings(_Strict):
+    """How the cluster engine maps a stage onto NeMo-RL (see ``nemo_act.engines.nemo_rl.recipe``)."""
+
+    bases: dict[Literal["grpo", "sft", "dpo"], str] = Field(
+        description="NeMo-RL example config each algorithm inherits, in the pinned release's examples/configs."
+    )
+    cluster: ClusterShape
+    megatron: MegatronParallelism
+    precision: Literal["bf16", "fp8"] = Field(description="fp8 = TE blockwise e4m3 training + FP8 vLLM rollouts.")
+    vllm: VLLMSettings
+    max_total_sequence_length: int = Field(gt=0, description="Prompt + response tokens of a GRPO sample.")
+    micro_batch_size: int = Field(gt=0, description="Sequences per GPU per forward pass.")
+    save_period: int = Field(gt=0, description="NeMo-RL checkpoint every N steps (requeued jobs resume there).")
+    overrides: dict[str, Any] = Field(description="Raw NeMo-RL keys (dotted) applied last: the escape hatch.")
+
+
 class EngineConfig(_Strict):
     """Which training engine runs the stages."""
 
     name: Literal["local", "nemo_rl"]
     nemo_rl_release: str = Field(description="The one pinned NeMo-RL release (git tag).")
     nemo_rl_container: str = Field(description="Its release container image.")
+    nemo_rl: NeMoRLSettings | None = Field(description="Cluster-engine settings (None for the local engine).")
 
 
 StageKind = Literal["act", "act_noreason", "sft_choice", "dpo", "il", "rl"]

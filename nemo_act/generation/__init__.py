@@ -1,4 +1,4 @@
-"""Generation backends behind one protocol: hf (transformers), random, gold; vllm on the cluster."""
+"""Generation backends behind one protocol: hf (transformers), vllm (GPU nodes), random, gold."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ def make_generator(policy: str, cfg: ExperimentConfig) -> Generator:
     if policy == "gold":
         return GoldGenerator()
     if cfg.generation.backend == "vllm":
-        raise NotImplementedError(
-            "generation.backend=vllm comes with the cluster engine (NeMo-RL issue); use generation=hf"
-        )
+        from nemo_act.generation.vllm import VLLMGenerator
+
+        return VLLMGenerator(cfg.model, cfg.generation, name_or_path=policy)
     from nemo_act.generation.hf import HFGenerator
 
     return HFGenerator(cfg.model, cfg.generation, name_or_path=policy)

@@ -105,3 +105,35 @@ def dpo_datum(
         out[f"message_log_{side}"], out[f"length_{side}"] = turns, length
         out["loss_multiplier"] = min(out["loss_multiplier"], multiplier)
     return out
+
+
+def stage_datums(
+    kind: str,
+    rows: list[dict[str, Any]],
+    tokenizer: Any,
+    task_name: str | None,
+    max_seq_length: int,
+    enable_thinking: bool | None,
+) -> list[dict[str, Any]]:
+    """All datums of a stage: GRPO prompts (``task_name`` set), SFT or DPO examples.
+
+    Args:
+        kind: Stage kind (``act``, ``act_noreason``, ``rl``: GRPO; ``il``, ``sft_choice``: SFT; ``dpo``).
+        rows: The stage's rows (:func:`nemo_act.stage_data.rows_for`).
+        tokenizer: The policy's tokenizer.
+        task_name: Reward environment of a GRPO stage (None for SFT and DPO).
+        max_seq_length: Longest datum kept whole (longer ones are cut and masked out).
+        enable_thinking: ``model.enable_thinking``.
+
+    Returns:
+        One datum per row, ``idx`` = row index.
+    """
+    if kind in ("act", "act_noreason", "rl"):
+        if task_name is None:
+            raise ValueError(f"stage {kind}: a GRPO stage needs its reward environment's task_name")
+        return [grpo_datum(r, i, tokenizer, task_name, max_seq_length, enable_thinking) for i, r in enumerate(rows)]
+    if kind == "dpo":
+        return [dpo_datum(r, i, tokenizer, max_seq_length, enable_thinking) for i, r in enumerate(rows)]
+    if kind in ("il", "sft_choice"):
+        return [sft_datum(r, i, tokenizer, max_seq_length, enable_thinking) for i, r in enumerate(rows)]
+    raise ValueError(f"unknown stage '{kind}'")

@@ -10,17 +10,25 @@ datum's ``extra_env_info`` (see :mod:`nemo_act.engines.nemo_rl.processors`).
 
 Both classes are plain Python: NeMo-RL runs them as Ray actors through its registry, and the tests
 run them under a real local Ray.
+
+NeMo-RL v0.7.0's GRPO logs only the total reward (the columns stay in the batch as ``reward1..3``) and
+never calls ``global_post_process_and_metrics``, so each environment also appends one JSON line per
+``step`` call (one GRPO step: the rollout scores a step's whole batch in one call per environment)
+to ``log_path``: the mean of every part, the selection accuracy and the share of answers naming
+neither candidate. The driver merges these lines into the stage's ``metrics.jsonl``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 
 from nemo_act.config.schema import RewardValues, SelectionRewardConfig
-from nemo_act.rewards import RewardParts, action_reward, selection_reward
+from nemo_act.rewards import ParseStatus, RewardParts, action_reward, selection_reward
 
 REWARD_PARTS = ("accuracy", "admissible", "format")
 
@@ -56,15 +64,57 @@ def _step(parts: list[RewardParts]) -> EnvStep:
     )
 
 
-class SelectionRewardEnv:
+def batch_summary(parts: Sequence[RewardParts], selection: bool) -> dict[str, float]:
+    """Means of one scored batch.
+
+    Every reward part, the total and the malformed share; for ACT also the selection accuracy (share
+    naming the expert) and the share naming neither candidate.
+    """
+    n = max(len(parts), 1)
+    out = {name: sum(getattr(p, name) for p in parts) / n for name in REWARD_PARTS}
+    out["total"] = sum(p.total for p in parts) / n
+    out["malformed"] = sum(p.status != ParseStatus.OK for p in parts) / n
+    if selection:
+        out["selection_accuracy"] = sum(p.accuracy > 0 for p in parts) / n
+        out["named_neither"] = sum(p.named_neither for p in parts) / n
+    out["n"] = len(parts)
+    return out
+
+
+class _Logged:
+    """Appends :func:`batch_summary` of every step to ``log_path`` (None: no log)."""
+
+    selection = False
+
+    def __init__(self, log_path: str | Path | None) -> None:
+        self.log_path = Path(log_path) if log_path else None
+        self.calls = 0
+
+    def _log(self, parts: list[RewardParts]) -> None:
+        self.calls += 1
+        if self.log_path is None:
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"call": self.calls, **batch_summary(parts, self.selection)})
+        with open(self.log_path, "a") as fh:  # one short line per call: an append is whole or absent
+            fh.write(line + "\n")
+
+
+class SelectionRewardEnv(_Logged):
     """ACT stage: score which candidate the response names (only its final ``<action>``).
 
     Args:
         values: ``rewards.selection``.
         use_admissible: ``benchmark.admissible_reward`` (False for WebShop).
+        log_path: JSONL file that gets one summary line per ``step`` (None: no log).
     """
 
-    def __init__(self, values: SelectionRewardConfig | dict, use_admissible: bool) -> None:
+    selection = True
+
+    def __init__(
+        self, values: SelectionRewardConfig | dict, use_admissible: bool, log_path: str | Path | None = None
+    ) -> None:
+        super().__init__(log_path)
         self.values = SelectionRewardConfig.model_validate(values)
         self.use_admissible = use_admissible
 
@@ -82,18 +132,21 @@ class SelectionRewardEnv:
             )
             for log, meta in zip(message_log_batch, metadata, strict=True)
         ]
+        self._log(parts)
         return _step(parts)
 
 
-class ActionRewardEnv:
+class ActionRewardEnv(_Logged):
     """RL stage: score a directly generated action against the expert's.
 
     Args:
         values: ``rewards.action``.
         use_admissible: ``benchmark.admissible_reward``.
+        log_path: JSONL file that gets one summary line per ``step`` (None: no log).
     """
 
-    def __init__(self, values: RewardValues | dict, use_admissible: bool) -> None:
+    def __init__(self, values: RewardValues | dict, use_admissible: bool, log_path: str | Path | None = None) -> None:
+        super().__init__(log_path)
         self.values = RewardValues.model_validate(values)
         self.use_admissible = use_admissible
 
@@ -105,4 +158,5 @@ class ActionRewardEnv:
             )
             for log, meta in zip(message_log_batch, metadata, strict=True)
         ]
+        self._log(parts)
         return _step(parts)

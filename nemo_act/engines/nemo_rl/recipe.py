@@ -1,0 +1,298 @@
+"""Our stage settings -> a NeMo-RL master config (engine-free: plain dicts, no NeMo-RL import).
+
+A cluster stage's NeMo-RL config is built in three layers, last wins:
+
+1. ``engine.nemo_rl.bases[<algorithm>]``: the pinned release's own example config
+   (``examples/configs/<file>`` of NeMo-RL, loaded by the driver with NeMo-RL's loader), so every
+   key NeMo-RL reads is present with the release's value;
+2. :func:`stage_overlay`: what nemo-act decides, from the one experiment config the local engine
+   reads too (``train.<stage>``, ``rewards``, ``model``, ``engine.nemo_rl``);
+3. ``engine.nemo_rl.overrides``: raw dotted NeMo-RL keys, the user's escape hatch.
+
+How our stage settings map (documented here because NeMo-RL and TRL name them differently):
+
+* GRPO ``batch_size x grad_accum`` = completions per optimizer step over the whole job
+  (``policy.train_global_batch_size``); ``/ num_generations`` = ``grpo.num_prompts_per_step``.
+* ``beta`` -> ``loss_fn.reference_policy_kl_penalty``; ``epsilon`` -> ``ratio_clip_min/max``;
+  ``loss_type`` grpo -> sequence-level loss, dapo / bnpo -> token-level (NeMo-RL has no dr_grpo).
+* ``max_steps = -1`` -> ``ceil(epochs x steps per epoch)`` from the number of rows.
+* ``lr_scheduler`` constant / cosine / linear -> Megatron ``lr_decay_style`` (cosine and linear
+  decay to 0 like transformers'); warm-up from 0 over ``warmup_ratio`` of the steps.
+* ``precision: fp8`` -> Transformer Engine blockwise e4m3 training, FP8 vLLM rollouts and the
+  importance-sampling correction NeMo-RL recommends for FP8 rollouts
+  (its ``grpo_math_8B_megatron_fp8.yaml``).
+* Validation inside NeMo-RL is off: held-out selection accuracy and env evaluation are the
+  core's (``nemo-act eval``), run on the exported HF checkpoint like the local engine's.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig, NeMoRLSettings
+from nemo_act.engines.local.stages import stage_config
+from nemo_act.engines.nemo_rl.processors import STOP_STRINGS
+
+# Stage kind -> NeMo-RL algorithm.
+ALGORITHM = {"act": "grpo", "act_noreason": "grpo", "rl": "grpo", "il": "sft", "sft_choice": "sft", "dpo": "dpo"}
+# GRPO stage kind -> reward environment (the datums' task_name; see environments.ENVIRONMENTS).
+TASK_NAME = {"act": "act_selection", "act_noreason": "act_selection", "rl": "act_action"}
+_DECAY = {"constant": "constant", "cosine": "cosine", "linear": "linear"}
+_TOKEN_LEVEL = {"grpo": False, "dapo": True, "bnpo": True}
+REWARD_LOG = "reward_parts.jsonl"  # per-step reward parts, written by the reward environment
+
+
+def settings(cfg: ExperimentConfig) -> NeMoRLSettings:
+    """``engine.nemo_rl``, or a clear error when the config is for the local engine."""
+    if cfg.engine.nemo_rl is None:
+        raise ValueError("engine.nemo_rl is not set: compose the config with engine=nemo_rl or a cluster recipe")
+    return cfg.engine.nemo_rl
+
+
+def global_batch(kind: str, cfg: ExperimentConfig) -> int:
+    """Sequences per optimizer step over the whole job (GRPO: completions)."""
+    sc = stage_config(kind, cfg)
+    return sc.batch_size * sc.grad_accum
+
+
+def prompts_per_step(kind: str, cfg: ExperimentConfig) -> int:
+    """Prompts per GRPO step: the global batch over G; an error when G does not divide it."""
+    sc = stage_config(kind, cfg)
+    assert isinstance(sc, GRPOStageConfig)
+    batch = global_batch(kind, cfg)
+    if batch % sc.num_generations:
+        raise ValueError(
+            f"train.{kind}: batch_size x grad_accum = {batch} is not a multiple of "
+            f"num_generations = {sc.num_generations}"
+        )
+    return batch // sc.num_generations
+
+
+def total_steps(kind: str, cfg: ExperimentConfig, n_rows: int) -> int:
+    """Optimizer steps of a stage: ``max_steps``, or ``ceil(epochs x steps per epoch)``."""
+    sc = stage_config(kind, cfg)
+    if sc.max_steps > 0:
+        return sc.max_steps
+    per_step = prompts_per_step(kind, cfg) if ALGORITHM[kind] == "grpo" else global_batch(kind, cfg)
+    return max(1, math.ceil(sc.epochs * math.ceil(n_rows / per_step)))
+
+
+def _policy(kind: str, cfg: ExperimentConfig, init: str, steps: int, max_len: int) -> dict[str, Any]:
+    n, sc = settings(cfg), stage_config(kind, cfg)
+    mg = n.megatron
+    if sc.lr_scheduler not in _DECAY:
+        raise ValueError(f"train.{kind}.lr_scheduler '{sc.lr_scheduler}': the cluster engine knows {sorted(_DECAY)}")
+    fp8 = n.precision == "fp8"
+    kwargs = None if cfg.model.enable_thinking is None else {"enable_thinking": cfg.model.enable_thinking}
+    divisible = mg.tensor_parallel * (2 * mg.context_parallel if mg.context_parallel > 1 else 1)
+    megatron: dict[str, Any] = {
+        "enabled": True,
+        "tensor_model_parallel_size": mg.tensor_parallel,
+        "pipeline_model_parallel_size": mg.pipeline_parallel,
+        "context_parallel_size": mg.context_parallel,
+        "sequence_parallel": mg.sequence_parallel,
+        "activation_checkpointing": mg.activation_checkpointing,
+        "pipeline_dtype": "bfloat16",
+        "optimizer": {
+            "lr": sc.learning_rate,
+            "min_lr": sc.learning_rate if sc.lr_scheduler == "constant" else 0.0,
+            "weight_decay": sc.weight_decay,
+            "use_distributed_optimizer": mg.distributed_optimizer,
+            # NeMo-RL's FP8 recipe turns the precision-aware optimizer off
+            **({"use_precision_aware_optimizer": False} if fp8 else {}),
+        },
+        "scheduler": {
+            "lr_decay_style": _DECAY[sc.lr_scheduler],
+            "lr_decay_iters": steps,
+            "lr_warmup_iters": int(sc.warmup_ratio * steps),
+            "lr_warmup_init": 0.0,
+            "start_weight_decay": sc.weight_decay,
+            "end_weight_decay": sc.weight_decay,
+        },
+        "fp8_cfg": {"enabled": fp8, "fp8": "e4m3", "fp8_recipe": "blockwise", "fp8_param": False},
+    }
+    if fp8:
+        megatron["env_vars"] = {"NVTE_FP8_BLOCK_SCALING_FP32_SCALES": "1"}
+    return {
+        "model_name": init,
+        "tokenizer": {"name": init, "chat_template": "default", "chat_template_kwargs": kwargs},
+        "train_global_batch_size": global_batch(kind, cfg),
+        "train_micro_batch_size": n.micro_batch_size,
+        "logprob_batch_size": n.micro_batch_size,
+        "max_total_sequence_length": max_len,
+        "precision": "bfloat16",
+        "make_sequence_length_divisible_by": divisible,
+        "dtensor_cfg": {"enabled": False},
+        "optimizer": None,  # Megatron has its own (megatron_cfg.optimizer)
+        "scheduler": None,
+        "megatron_cfg": megatron,
+    }
+
+
+def _common(kind: str, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
+    n = settings(cfg)
+    return {
+        "checkpointing": {
+            "enabled": True,
+            "checkpoint_dir": str(out / "checkpoints"),  # the runner's resume marker, as for the local engine
+            "save_period": n.save_period,
+            "metric_name": None,  # no in-loop validation: keep the newest
+            "keep_top_k": 2,
+            "checkpoint_must_save_by": None,
+        },
+        "logger": {
+            "log_dir": str(out / "nemo_rl" / "logs"),
+            "tensorboard_enabled": True,
+            "wandb_enabled": False,
+            "monitor_gpus": True,
+            "num_val_samples_to_print": 0,
+        },
+        "cluster": {"num_nodes": n.cluster.num_nodes, "gpus_per_node": n.cluster.gpus_per_node},
+        "data": {"shuffle": True},
+    }
+
+
+def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -> dict[str, Any]:
+    n = settings(cfg)
+    sc = stage_config(kind, cfg)
+    assert isinstance(sc, GRPOStageConfig)
+    if sc.loss_type not in _TOKEN_LEVEL:
+        raise ValueError(f"train.{kind}.loss_type '{sc.loss_type}': the cluster engine knows {sorted(_TOKEN_LEVEL)}")
+    steps = total_steps(kind, cfg, n_rows)
+    fp8 = n.precision == "fp8"
+    policy = _policy(kind, cfg, init, steps, n.max_total_sequence_length)
+    policy["generation"] = {
+        "backend": "vllm",
+        "temperature": sc.temperature,
+        "top_p": sc.top_p,
+        "top_k": None,
+        "max_new_tokens": sc.max_completion_length,
+        "stop_strings": list(STOP_STRINGS),
+        "vllm_cfg": {
+            "tensor_parallel_size": n.vllm.tensor_parallel,
+            "gpu_memory_utilization": n.vllm.gpu_memory_utilization,
+            "max_model_len": n.max_total_sequence_length,
+            "precision": "fp8" if fp8 else "bfloat16",
+            "use_deep_gemm": fp8,
+        },
+    }
+    values = cfg.rewards.selection if TASK_NAME[kind] == "act_selection" else cfg.rewards.action
+    return {
+        "grpo": {
+            "num_prompts_per_step": prompts_per_step(kind, cfg),
+            "num_generations_per_prompt": sc.num_generations,
+            "max_rollout_turns": 1,
+            "max_num_epochs": math.ceil(sc.epochs),
+            "max_num_steps": steps,
+            "seed": cfg.seed,
+            "val_period": 0,
+            "val_at_start": False,
+            "val_at_end": False,
+        },
+        "loss_fn": {
+            "reference_policy_kl_penalty": sc.beta,
+            "ratio_clip_min": sc.epsilon,
+            "ratio_clip_max": sc.epsilon,
+            "token_level_loss": _TOKEN_LEVEL[sc.loss_type],
+            "use_importance_sampling_correction": fp8,
+        },
+        "policy": policy,
+        "env": {
+            TASK_NAME[kind]: {
+                "values": values.model_dump(),
+                "use_admissible": cfg.benchmark.admissible_reward,
+                "log_path": str(out / REWARD_LOG),
+            }
+        },
+        **_common(kind, cfg, out),
+    }
+
+
+def _sft(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -> dict[str, Any]:
+    sc = stage_config(kind, cfg)
+    steps = total_steps(kind, cfg, n_rows)
+    section = {
+        "max_num_epochs": math.ceil(sc.epochs),
+        "max_num_steps": steps,
+        "seed": cfg.seed,
+        "val_period": 0,
+        "val_at_start": False,
+        "val_at_end": False,
+    }
+    overlay: dict[str, Any] = {
+        "policy": _policy(kind, cfg, init, steps, sc.max_length),  # type: ignore[attr-defined]
+        **_common(kind, cfg, out),
+    }
+    if ALGORITHM[kind] == "dpo":
+        section |= {"reference_policy_kl_penalty": sc.beta, "preference_loss_weight": 1, "sft_loss_weight": 0}  # type: ignore[attr-defined]
+        overlay["dpo"] = section
+    else:
+        overlay["sft"] = section
+    return overlay
+
+
+def stage_overlay(kind: str, cfg: ExperimentConfig, *, init: str, out: str | Path, n_rows: int) -> dict[str, Any]:
+    """Our settings of one stage as nested NeMo-RL config keys (layer 2 above).
+
+    Args:
+        kind: Stage kind (``act``, ``act_noreason``, ``rl``, ``il``, ``sft_choice``, ``dpo``).
+        cfg: The experiment config (``engine.nemo_rl`` must be set).
+        init: HF checkpoint the stage starts from (also its tokenizer).
+        out: The stage's output folder: NeMo-RL checkpoints in ``out/checkpoints``, its logs in
+            ``out/nemo_rl/logs``, reward parts in ``out/reward_parts.jsonl``.
+        n_rows: Training rows of the stage (sets the step count when ``max_steps`` is -1).
+
+    Returns:
+        A nested dict to merge over the NeMo-RL base config.
+    """
+    if kind not in ALGORITHM:
+        raise ValueError(f"unknown stage '{kind}'; stages are: {', '.join(ALGORITHM)}")
+    build = _grpo if ALGORITHM[kind] == "grpo" else _sft
+    return build(kind, cfg, init, Path(out), n_rows)
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    node = tree
+    *parents, leaf = dotted.split(".")
+    for key in parents:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    node[leaf] = value
+
+
+def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``top`` over ``base`` recursively (a non-dict value in ``top`` replaces; None too)."""
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def master_config(
+    kind: str, cfg: ExperimentConfig, base: dict[str, Any], *, init: str, out: str | Path, n_rows: int
+) -> dict[str, Any]:
+    """The full NeMo-RL config of a stage: ``base`` + :func:`stage_overlay` + ``engine.nemo_rl.overrides``.
+
+    Args:
+        kind: Stage kind.
+        cfg: The experiment config.
+        base: The release's example config for the stage's algorithm, as a plain (unresolved or
+            resolved) dict; ``{}`` renders our part alone.
+        init: HF checkpoint the stage starts from.
+        out: The stage's output folder.
+        n_rows: Training rows of the stage.
+
+    Returns:
+        The merged config as a nested dict.
+    """
+    merged = deep_merge(base, stage_overlay(kind, cfg, init=init, out=out, n_rows=n_rows))
+    for dotted, value in settings(cfg).overrides.items():
+        _set_dotted(merged, dotted, value)
+    return merged

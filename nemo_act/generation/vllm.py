@@ -1,0 +1,131 @@
+"""vLLM backend (``generation.backend=vllm``): offline ``LLM.generate`` for pairs and evaluation at scale.
+
+The same :class:`~nemo_act.generation.base.Generator` protocol as the HF backend, so ``nemo-act
+pairs`` and ``nemo-act eval`` run unchanged on a GPU node; the prompt text is the core's chat
+rendering (``apply_chat_template`` with ``model.enable_thinking``), identical to what training sees.
+
+* Tensor parallel over ``generation.vllm.tensor_parallel`` GPUs; ``gpu_memory_utilization`` and
+  ``max_model_len`` (= ``model.max_context_tokens``) from config.
+* Each request gets its own seed derived from (seed, request key), so a sample does not depend on
+  what else is in the batch: ``nemo-act pairs`` appends one batch at a time on a fixed grid and a
+  resumed run re-samples exactly what an uninterrupted one would.
+* Generation stops after ``</action>`` (kept in the output) or at the end of the turn.
+* :meth:`VLLMGenerator.score` sums the prompt log-probabilities vLLM returns for the continuation
+  tokens (forced-choice selection).
+
+vLLM is imported when the generator is built, never at module import: CI (no GPU, no vLLM) imports
+this module and tests the parts that need no engine (:func:`request_seed`, :func:`sampling_params`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from nemo_act.config.schema import GenerationConfig, ModelConfig, SamplingConfig
+from nemo_act.generation.base import GenerationRequest
+from nemo_act.generation.hf import PromptTooLongError
+from nemo_act.prompts.render import apply_chat_template
+
+STOP = ["</action>"]
+
+
+def request_seed(seed: int, key: str) -> int:
+    """A request's own sampling seed: stable across batches, resumes and processes."""
+    return int.from_bytes(hashlib.sha256(f"{seed}\x00{key}".encode()).digest()[:4], "big")
+
+
+def sampling_params(sampling: SamplingConfig, n: int, seed: int, key: str) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.SamplingParams`` for one request."""
+    return {
+        "n": n,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p if sampling.temperature > 0 else 1.0,
+        "max_tokens": sampling.max_new_tokens,
+        "seed": request_seed(seed, key),
+        "stop": list(STOP),
+        "include_stop_str_in_output": True,
+    }
+
+
+class VLLMGenerator:
+    """Sample from an HF checkpoint with vLLM's offline engine.
+
+    Args:
+        model_cfg: Which model and how its chat template is called.
+        gen_cfg: Batch size and the ``vllm`` engine settings.
+        name_or_path: Overrides ``model_cfg.name_or_path`` (e.g. a stage's exported checkpoint).
+    """
+
+    def __init__(self, model_cfg: ModelConfig, gen_cfg: GenerationConfig, name_or_path: str | None = None):
+        try:
+            from vllm import LLM  # only on a GPU node
+        except ImportError as err:
+            raise ImportError(
+                "generation.backend=vllm needs vLLM: GPU nodes, e.g. the NeMo-RL container pinned in "
+                "conf/engine/_nemo_rl_pin.yaml; on CPU use generation=hf"
+            ) from err
+        if gen_cfg.vllm is None:
+            raise ValueError("generation.backend=vllm needs generation.vllm (compose with generation=vllm)")
+        self.name = name_or_path or model_cfg.name_or_path
+        self.model_cfg = model_cfg
+        self.batch_size = gen_cfg.batch_size
+        self.llm = LLM(
+            model=self.name,
+            tensor_parallel_size=gen_cfg.vllm.tensor_parallel,
+            gpu_memory_utilization=gen_cfg.vllm.gpu_memory_utilization,
+            max_model_len=model_cfg.max_context_tokens,
+            dtype="auto" if model_cfg.dtype == "auto" else model_cfg.dtype,
+            seed=0,
+        )
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def render(self, request: GenerationRequest) -> str:
+        """The exact prompt text the model sees for a request."""
+        return apply_chat_template(self.tokenizer, request.messages, self.model_cfg.enable_thinking)
+
+    def _prompt_ids(self, request: GenerationRequest, max_new_tokens: int) -> list[int]:
+        ids = self.tokenizer(self.render(request), add_special_tokens=False)["input_ids"]
+        limit = self.model_cfg.max_context_tokens - max_new_tokens
+        if len(ids) > limit:
+            raise PromptTooLongError(
+                f"state {request.key}: prompt has {len(ids)} tokens, more than model.max_context_tokens "
+                f"({self.model_cfg.max_context_tokens}) minus max_new_tokens ({max_new_tokens})"
+            )
+        return ids
+
+    def generate(
+        self, requests: Sequence[GenerationRequest], n: int, sampling: SamplingConfig, seed: int
+    ) -> list[list[str]]:
+        """Sample ``n`` responses per request (see :class:`~nemo_act.generation.base.Generator`)."""
+        from vllm import SamplingParams, TokensPrompt
+
+        out: list[list[str]] = []
+        for start in range(0, len(requests), self.batch_size):
+            batch = list(requests[start : start + self.batch_size])
+            prompts = [TokensPrompt(prompt_token_ids=self._prompt_ids(r, sampling.max_new_tokens)) for r in batch]
+            params = [SamplingParams(**sampling_params(sampling, n, seed, r.key)) for r in batch]
+            results = self.llm.generate(prompts, params, use_tqdm=False)
+            out.extend([c.text for c in res.outputs] for res in results)
+        return out
+
+    def score(self, requests: Sequence[GenerationRequest], continuations: Sequence[str]) -> list[float]:
+        """Log-likelihood of each continuation (end-of-turn token included) after its prompt."""
+        from vllm import SamplingParams, TokensPrompt
+
+        eos = self.tokenizer.eos_token or ""
+        params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
+        out: list[float] = []
+        for start in range(0, len(requests), self.batch_size):
+            batch = list(zip(requests[start : start + self.batch_size], continuations[start:], strict=False))
+            prompts, spans = [], []
+            for req, cont in batch:
+                p = self._prompt_ids(req, 1)
+                c = self.tokenizer(cont + eos, add_special_tokens=False)["input_ids"]
+                prompts.append(TokensPrompt(prompt_token_ids=p + c))
+                spans.append((len(p), p + c))
+            for res, (begin, ids) in zip(self.llm.generate(prompts, params, use_tqdm=False), spans, strict=True):
+                logprobs = res.prompt_logprobs
+                out.append(sum(logprobs[i][ids[i]].logprob for i in range(begin, len(ids))))
+        return out

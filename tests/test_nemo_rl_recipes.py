@@ -1,0 +1,185 @@
+"""Cluster engine without NeMo-RL: every recipe in conf/recipes loads and maps onto NeMo-RL keys, and the
+stage launcher hands files and commands over as the runner expects (dry run: no GPU, no NeMo-RL here).
+That the mapped configs validate against the pinned release's own ``MasterConfig`` is checked in
+tests/test_nemo_rl_engine.py where NeMo-RL is importable."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from nemo_act.config import conf_root, load_config
+from nemo_act.engines import train_stage
+from nemo_act.engines.nemo_rl import recipe
+from nemo_act.engines.nemo_rl.launch import latest_checkpoint, megatron_weights, stage_metrics
+from nemo_act.generation.vllm import request_seed, sampling_params
+
+RECIPES = sorted((conf_root() / "recipes").glob("*/act-*.yaml"))
+MODELS = {"qwen3-8b": "Qwen/Qwen3-8B", "qwen3-4b": "Qwen/Qwen3-4B", "olmo3-7b": "allenai/Olmo-3-7B-Instruct"}
+
+
+def test_there_is_a_bf16_and_an_fp8_recipe_per_model_and_benchmark():
+    names = {(p.parent.name, p.stem) for p in RECIPES}
+    for bench in ("alfworld", "webshop", "scienceworld"):
+        for layout in ("qwen3-8b-4n4g", "qwen3-4b-2n4g", "olmo3-7b-4n4g"):
+            assert (bench, f"act-{layout}-megatron") in names and (bench, f"act-{layout}-megatron-fp8") in names
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_recipe_loads_and_names_what_it_runs(path: Path):
+    cfg = load_config(path)
+    n = cfg.engine.nemo_rl
+    assert cfg.engine.name == "nemo_rl" and n is not None and cfg.generation.backend == "vllm"
+    assert cfg.benchmark.name == path.parent.name
+    model = next(m for key, m in MODELS.items() if key in path.stem)
+    assert cfg.model.name_or_path == model
+    nodes, gpus = (int(x) for x in path.stem.split("-")[3].rstrip("g").split("n"))
+    assert (n.cluster.num_nodes, n.cluster.gpus_per_node) == (nodes, gpus)
+    assert n.precision == ("fp8" if path.stem.endswith("fp8") else "bf16")
+    world = nodes * gpus
+    layout = n.megatron.tensor_parallel * n.megatron.pipeline_parallel * n.megatron.context_parallel
+    assert world % layout == 0, "Megatron layout must divide the GPUs"
+    assert cfg.pipeline.stages == ["act", "il", "rl"] and cfg.run_dir.endswith(path.stem)
+    if "qwen3-4b" in path.stem:
+        assert cfg.pipeline.pairs_policy == "Qwen/Qwen3-8B"  # paper: the 4B trains on the 8B's pairs
+    for kind in ("act", "act_noreason", "rl", "il", "sft_choice", "dpo"):
+        recipe.master_config(kind, cfg, {}, init=cfg.model.name_or_path, out="/runs/x", n_rows=1000)
+
+
+def test_act_stage_maps_our_settings_onto_nemo_rl_keys():
+    cfg = load_config(conf_root() / "recipes" / "alfworld" / "act-qwen3-8b-4n4g-megatron.yaml")
+    sc = cfg.train.act
+    m = recipe.master_config("act", cfg, {}, init="/ckpt/warm", out="/runs/x/stages/01_act", n_rows=1000)
+    prompts = sc.batch_size * sc.grad_accum // sc.num_generations
+    assert m["grpo"]["num_prompts_per_step"] == prompts == 32
+    assert m["grpo"]["num_generations_per_prompt"] == sc.num_generations
+    assert m["grpo"]["max_num_steps"] == math.ceil(sc.epochs * math.ceil(1000 / prompts))
+    assert m["loss_fn"]["reference_policy_kl_penalty"] == sc.beta
+    assert m["loss_fn"]["ratio_clip_min"] == m["loss_fn"]["ratio_clip_max"] == sc.epsilon
+    assert m["loss_fn"]["token_level_loss"] is False and m["loss_fn"]["use_importance_sampling_correction"] is False
+    pol = m["policy"]
+    assert pol["model_name"] == pol["tokenizer"]["name"] == "/ckpt/warm"
+    assert pol["tokenizer"]["chat_template_kwargs"] == {"enable_thinking": True}
+    assert pol["train_global_batch_size"] == sc.batch_size * sc.grad_accum
+    mg = pol["megatron_cfg"]
+    assert mg["enabled"] and pol["dtensor_cfg"]["enabled"] is False
+    assert (mg["tensor_model_parallel_size"], mg["sequence_parallel"], mg["activation_checkpointing"]) == (
+        2,
+        True,
+        True,
+    )
+    assert mg["optimizer"]["lr"] == sc.learning_rate and mg["fp8_cfg"]["enabled"] is False
+    gen = pol["generation"]
+    assert gen["stop_strings"] == ["</action>"] and gen["max_new_tokens"] == sc.max_completion_length
+    assert (gen["temperature"], gen["top_p"]) == (sc.temperature, sc.top_p)
+    env = m["env"]["act_selection"]
+    assert env["values"] == cfg.rewards.selection.model_dump() and env["use_admissible"] is True
+    assert env["log_path"] == "/runs/x/stages/01_act/reward_parts.jsonl"
+    assert m["checkpointing"]["checkpoint_dir"] == "/runs/x/stages/01_act/checkpoints"
+    assert m["grpo"]["val_period"] == 0 and m["checkpointing"]["metric_name"] is None
+
+
+def test_fp8_variant_turns_on_te_fp8_rollouts_and_the_is_correction():
+    bf16 = load_config(conf_root() / "recipes" / "scienceworld" / "act-qwen3-8b-4n4g-megatron.yaml")
+    fp8 = load_config(conf_root() / "recipes" / "scienceworld" / "act-qwen3-8b-4n4g-megatron-fp8.yaml")
+    m = recipe.master_config("act", fp8, {}, init="x", out="/o", n_rows=10)
+    assert m["policy"]["megatron_cfg"]["fp8_cfg"] == {
+        "enabled": True,
+        "fp8": "e4m3",
+        "fp8_recipe": "blockwise",
+        "fp8_param": False,
+    }
+    assert m["policy"]["generation"]["vllm_cfg"]["precision"] == "fp8"
+    assert m["loss_fn"]["use_importance_sampling_correction"] is True
+    assert bf16.train == fp8.train and bf16.model == fp8.model  # the same experiment, other numerics
+
+
+def test_webshop_reward_has_no_admissible_term_and_sft_dpo_map_their_own_keys():
+    cfg = load_config(conf_root() / "recipes" / "webshop" / "act-qwen3-4b-2n4g-megatron.yaml")
+    assert (
+        recipe.master_config("rl", cfg, {}, init="x", out="/o", n_rows=10)["env"]["act_action"]["use_admissible"]
+        is False
+    )
+    il = recipe.master_config("il", cfg, {}, init="x", out="/o", n_rows=640)
+    assert "grpo" not in il and il["sft"]["max_num_steps"] == math.ceil(cfg.train.il.epochs * 640 / 64)
+    assert il["policy"]["max_total_sequence_length"] == cfg.train.il.max_length
+    assert il["policy"]["megatron_cfg"]["scheduler"]["lr_decay_style"] == "cosine"
+    dpo = recipe.master_config("dpo", cfg, {}, init="x", out="/o", n_rows=64)
+    assert dpo["dpo"]["reference_policy_kl_penalty"] == cfg.train.dpo.beta
+
+
+def test_overrides_apply_last_and_bad_settings_are_named():
+    path = conf_root() / "recipes" / "alfworld" / "act-qwen3-8b-4n4g-megatron.yaml"
+    cfg = load_config(
+        path, ["engine.nemo_rl.overrides={policy.megatron_cfg.empty_unused_memory_level: 2, grpo.seed: 7}"]
+    )
+    m = recipe.master_config(
+        "act", cfg, {"policy": {"megatron_cfg": {"empty_unused_memory_level": 1}}}, init="x", out="/o", n_rows=1
+    )
+    assert m["policy"]["megatron_cfg"]["empty_unused_memory_level"] == 2 and m["grpo"]["seed"] == 7
+    odd = load_config(path, ["train.act.batch_size=100"])
+    with pytest.raises(ValueError, match="train.act: batch_size x grad_accum = 100 .* num_generations = 8"):
+        recipe.master_config("act", odd, {}, init="x", out="/o", n_rows=1)
+    with pytest.raises(ValueError, match="train.il.lr_scheduler 'polynomial'"):
+        recipe.master_config(
+            "il", load_config(path, ["train.il.lr_scheduler=polynomial"]), {}, init="x", out="/o", n_rows=1
+        )
+    with pytest.raises(ValueError, match="engine.nemo_rl is not set"):
+        recipe.master_config("act", load_config(), {}, init="x", out="/o", n_rows=1)
+
+
+def test_base_keys_we_do_not_set_survive_the_merge():
+    cfg = load_config(conf_root() / "recipes" / "alfworld" / "act-qwen3-8b-4n4g-megatron.yaml")
+    base = {
+        "grpo": {"normalize_rewards": True, "num_prompts_per_step": 1},
+        "policy": {"megatron_cfg": {"peft": {"enabled": False}}},
+    }
+    m = recipe.master_config("act", cfg, base, init="x", out="/o", n_rows=1)
+    assert m["grpo"]["normalize_rewards"] is True and m["grpo"]["num_prompts_per_step"] == 32
+    assert m["policy"]["megatron_cfg"]["peft"] == {"enabled": False}
+
+
+def test_metrics_merge_nemo_rl_scalars_with_reward_parts(tmp_path: Path):
+    log = tmp_path / "reward_parts.jsonl"
+    log.write_text(
+        json.dumps({"call": 1, "accuracy": 0.25, "admissible": 0.0, "format": -0.1, "selection_accuracy": 0.25,
+                    "named_neither": 0.5, "malformed": 0.2, "total": 0.15, "n": 8}) + "\n"
+    )  # fmt: skip
+    lines = stage_metrics({1: {"train/loss": 0.7, "train/reward": 0.15}, 2: {"train/loss": 0.6}}, log, "act")
+    assert [line["step"] for line in lines] == [1, 2]
+    assert lines[0]["loss"] == 0.7 and lines[0]["reward"] == 0.15 and lines[0]["train/loss"] == 0.7
+    assert lines[0]["rewards/selection_accuracy/mean"] == 0.25 and lines[0]["rewards/named_neither/mean"] == 0.5
+    assert "rewards/selection_accuracy/mean" not in lines[1] and lines[1]["stage"] == "act"
+
+
+def test_latest_checkpoint_skips_unfinished_ones(tmp_path: Path):
+    assert latest_checkpoint(tmp_path) is None
+    for name in ("step_5", "step_40", "tmp_step_50", "step_9"):
+        (tmp_path / name / "policy" / "weights").mkdir(parents=True)
+    (tmp_path / "step_40" / "policy" / "weights" / "iter_0000040").mkdir()
+    step = latest_checkpoint(tmp_path)
+    assert step is not None and step.name == "step_40"
+    assert megatron_weights(step).name == "iter_0000040"
+    assert megatron_weights(tmp_path / "step_9").name == "weights"
+
+
+def test_dry_run_stage_hands_over_files_and_prints_driver_and_export(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NEMO_ACT_DRY_RUN", "1")
+    cfg = load_config(conf_root() / "recipes" / "alfworld" / "act-qwen3-8b-4n4g-megatron.yaml")
+    rows = [{"prompt": [{"role": "user", "content": "hi"}], "candidates": ["a", "b"], "expert_index": 0}]
+    out = train_stage("act", "/ckpt/warm", rows, cfg, tmp_path / "01_act")
+    printed = capsys.readouterr().out
+    assert "-m nemo_act.engines.nemo_rl.driver --stage act --init /ckpt/warm" in printed
+    assert "tools/convert/megatron_to_hf.py --megatron-ckpt" in printed and "--hf-ref /ckpt/warm" in printed
+    assert load_config(out / "experiment.yaml") == cfg
+    assert [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines()] == rows
+
+
+def test_vllm_requests_carry_their_own_seed_and_stop_after_the_action():
+    cfg = load_config(overrides=["generation=vllm"])
+    assert cfg.generation.vllm is not None and cfg.generation.vllm.tensor_parallel >= 1
+    assert request_seed(0, "s/1") == request_seed(0, "s/1") != request_seed(0, "s/2") != request_seed(1, "s/2")
+    params = sampling_params(cfg.pairs.sampling, 4, 0, "s/1")
+    assert params["n"] == 4 and params["stop"] == ["</action>"] and params["include_stop_str_in_output"]
+    assert params["max_tokens"] == cfg.pairs.sampling.max_new_tokens and params["seed"] == request_seed(0, "s/1")
