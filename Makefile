@@ -23,6 +23,7 @@ setup: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check nemo_act tests benchmarks tools
 	$(BIN)/ruff format --check nemo_act tests benchmarks tools
+	$(BIN)/shellcheck -x -s bash slurm/*.sub slurm/_act_job.sh slurm/cluster.env.example
 
 test: lint
 	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest

@@ -117,7 +117,7 @@ def run_demo(out: Path, cfg: ExperimentConfig) -> int:
     t = time.time()
     console.rule("[bold]3. warm-up from random weights (the initial policy)")
     format_pairs = data / "format_pairs.jsonl"
-    collect_pairs(experts, RandomGenerator(), cfg, format_pairs, k=2)
+    collect_pairs(experts, RandomGenerator(), cfg, format_pairs, k=cfg.demo.format_pairs_k)
     rows = il_rows(list(read_jsonl(experts, Trajectory)), cfg)
     rows += selection_format_rows(list(read_jsonl(format_pairs, Pair)), cfg, cfg.seed)
     random.Random(cfg.seed).shuffle(rows)

@@ -22,9 +22,12 @@ scratch, and so is every stage after it.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -107,6 +110,16 @@ class PipelineRunner:
         self.console = console or Console()
         self.init = cfg.pipeline.init or cfg.model.name_or_path
         self.log: dict[str, Any] = {"pipeline": cfg.pipeline.name, "stages": [], "started": time.time()}
+        # Cluster engine: GPU generation (pairs, selection, eval; vLLM) runs in its own process, as
+        # training does, so no engine keeps GPU memory that the next stage's NeMo-RL job needs.
+        self.isolate = cfg.engine.name == "nemo_rl"
+
+    def _step(self, method: str, *args: str) -> None:
+        """Run ``method(*args)`` of this runner in a child process (see :func:`main`)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(self.dir / "config.yaml", to_yaml(self.cfg))
+        cmd = [sys.executable, "-m", "nemo_act.pipeline", "--run-dir", str(self.dir), "--data-dir", str(self.data_dir)]
+        subprocess.run([*cmd, method, *args], check=True)
 
     # ---- data -------------------------------------------------------------------------------------
     def experts(self, which: str) -> Path:
@@ -132,6 +145,9 @@ class PipelineRunner:
 
         policy = self.cfg.pipeline.pairs_policy or self.init
         out = self.data_dir / name
+        if self.isolate:
+            self._step("pairs", str(experts), name)
+            return out
         collect_pairs(experts, make_generator(policy, self.cfg), self.cfg, out)
         return out
 
@@ -203,13 +219,16 @@ class PipelineRunner:
     def selection(self, name: str, checkpoint: str, heldout_pairs: Path) -> dict[str, Any]:
         """Held-out selection accuracy (free generation and forced choice) of a checkpoint."""
         from nemo_act.evaluation.selection import forced_choice, free_selection
-        from nemo_act.generation.hf import HFGenerator
+        from nemo_act.generation import make_generator
 
         out = self.dir / "selection" / f"{name}.json"
         if out.exists():
             return json.loads(out.read_text())
+        if self.isolate:
+            self._step("selection", name, checkpoint, str(heldout_pairs))
+            return json.loads(out.read_text())
         pairs = list(read_jsonl(heldout_pairs, Pair))
-        gen = HFGenerator(self.cfg.model, self.cfg.generation, checkpoint)
+        gen = make_generator(checkpoint, self.cfg)
         sampling = self.cfg.eval.sampling.model_copy(
             update={"max_new_tokens": self.cfg.train.act.max_completion_length}
         )
@@ -225,6 +244,9 @@ class PipelineRunner:
         from nemo_act.generation import make_generator
 
         ev = self.cfg.pipeline.eval
+        if self.isolate:
+            self._step("evaluate", name, checkpoint)
+            return json.loads((self.dir / "eval" / name / "summary.json").read_text())
         return evaluate_policy(
             make_generator(checkpoint, self.cfg),
             self.cfg,
@@ -261,3 +283,34 @@ class PipelineRunner:
         self.log["finished"] = time.time()
         write_text_atomic(self.dir / "run.json", json.dumps(self.log, indent=2, default=str) + "\n")
         return self.log
+
+
+STEPS = ("pairs", "selection", "evaluate")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """One GPU step of a run in its own process: ``python -m nemo_act.pipeline --run-dir R STEP ARGS``.
+
+    The runner's cluster-engine mode calls this; the config is the run's ``config.yaml``.
+    """
+    from nemo_act.config.load import load_config
+
+    p = argparse.ArgumentParser(prog="python -m nemo_act.pipeline")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("step", choices=STEPS)
+    p.add_argument("args", nargs="*")
+    a = p.parse_args(argv)
+    runner = PipelineRunner(load_config(Path(a.run_dir) / "config.yaml"), a.run_dir, data_dir=a.data_dir)
+    runner.isolate = False
+    if a.step == "pairs":
+        runner.pairs(Path(a.args[0]), a.args[1])
+    elif a.step == "selection":
+        runner.selection(a.args[0], a.args[1], Path(a.args[2]))
+    else:
+        runner.evaluate(a.args[0], a.args[1])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -245,3 +245,20 @@ def test_selection_format_rows_carry_no_label(random_pairs, cfg):
     assert all(t in (f"<action>{c}</action>" for c in p.candidates) for t, p in zip(targets, pairs, strict=True))
     expert = sum(t == f"<action>{p.expert_action}</action>" for t, p in zip(targets, pairs, strict=True))
     assert 0.2 < expert / len(pairs) < 0.8
+
+
+@pytest.mark.slow
+def test_cluster_mode_runs_gpu_steps_in_child_processes_with_the_same_results(tiny_model_dir, sw_experts, tmp_path):
+    """On the cluster engine the runner runs pairs, selection and eval in their own processes (vLLM must
+    give its GPU memory back before the next NeMo-RL stage); the files are those of the in-process path."""
+    from nemo_act.pipeline import PipelineRunner
+
+    cfg = _pipeline_cfg(tiny_model_dir, sw_experts, tmp_path, ["il"], "pipeline.pairs_policy=random")
+    results = []
+    for isolate in (True, False):
+        runner = PipelineRunner(cfg, tmp_path / f"run_{isolate}")
+        runner.isolate = isolate
+        pairs = runner.pairs(sw_experts, "pairs.jsonl")
+        sel = runner.selection("init", str(tiny_model_dir), pairs)
+        results.append((pairs.read_text(), sel["free"], sel["forced"]))
+    assert results[0] == results[1] and results[0][0]

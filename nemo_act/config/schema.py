@@ -284,6 +284,7 @@ class DemoConfig(_Strict):
     """What ``nemo-act demo`` runs on top of ``conf/demo.yaml``."""
 
     warmup_steps: int = Field(gt=0, description="IL steps from random weights before the pipelines.")
+    format_pairs_k: int = Field(gt=0, description="Random-policy pairs per state for the warm-up selection rows.")
     pipelines: list[str] = Field(min_length=1, description="conf/pipeline/<name>.yaml files to run and compare.")
 
 
