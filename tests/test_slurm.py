@@ -24,10 +24,12 @@ from nemo_act.config import conf_root, load_config
 REPO = Path(__file__).resolve().parents[1]
 SUBS = sorted((REPO / "slurm").glob("*.sub"))
 
-SCONTROL = """#!/bin/bash
+SCONTROL = r"""#!/bin/bash
 echo "scontrol $*" >> "$FAKE_LOG"
-if [[ "$1 $2" == "show hostnames" ]]; then
-  python3 -c "import re,sys; m=re.match(r'(.*)\\[(\\d+)-(\\d+)\\]', sys.argv[1]); print('\\n'.join(f'{m[1]}{i}' for i in range(int(m[2]), int(m[3]) + 1)) if m else sys.argv[1])" "$3"
+if [[ "$1 $2" == "show hostnames" && "$3" =~ ^(.*)\[([0-9]+)-([0-9]+)\]$ ]]; then
+  for ((i = BASH_REMATCH[2]; i <= BASH_REMATCH[3]; i++)); do echo "${BASH_REMATCH[1]}$i"; done
+elif [[ "$1 $2" == "show hostnames" ]]; then
+  echo "$3"
 fi
 """
 SRUN = """#!/bin/bash
@@ -96,9 +98,8 @@ def test_every_sub_asks_slurm_for_its_recipes_shape():
 
 def test_dry_run_prints_every_command_and_runs_none(fake_slurm):
     env, log = fake_slurm
-    res = subprocess.run(
-        ["bash", "slurm/act_qwen3_8b.sub"], cwd=REPO, env={**env, "NEMO_ACT_DRY_RUN": "1"}, capture_output=True, text=True
-    )
+    dry = {**env, "NEMO_ACT_DRY_RUN": "1"}
+    res = subprocess.run(["bash", "slurm/act_qwen3_8b.sub"], cwd=REPO, env=dry, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     cmds = _commands(res.stdout)
     pin = load_config().engine.nemo_rl_container
