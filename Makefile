@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 RUNENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 THREADS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: setup test lint demo clean
+.PHONY: setup test lint demo clean test-megatron
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,12 +21,27 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check nemo_act tests benchmarks tools
-	$(BIN)/ruff format --check nemo_act tests benchmarks tools
+	$(BIN)/ruff check nemo_act tests benchmarks tools tests_megatron
+	$(BIN)/ruff format --check nemo_act tests benchmarks tools tests_megatron
 	$(BIN)/shellcheck -x -s bash slurm/*.sub slurm/_act_job.sh slurm/cluster.env.example
 
 test: lint
 	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest
+
+# Converters (tools/convert): a separate Python 3.12 venv with Megatron-Core + Megatron-Bridge.
+PYTHON312 ?= $(shell PYENV_VERSION=3.12.1 python3.12 -c 'import sys; print(sys.executable)' 2>/dev/null || command -v python3.12)
+MVENV  := .venv-megatron
+MSTAMP := $(MVENV)/.installed
+
+$(MSTAMP): tools/convert/requirements.txt tools/convert/requirements-nodeps.txt
+	$(PYTHON312) -m venv $(MVENV)
+	$(MVENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MVENV)/bin/python -m pip install --quiet -r tools/convert/requirements.txt
+	$(MVENV)/bin/python -m pip install --quiet --no-deps -r tools/convert/requirements-nodeps.txt
+	touch $@
+
+test-megatron: $(MSTAMP)
+	OMP_NUM_THREADS=1 $(RUNENV) $(MVENV)/bin/python -m pytest -p no:cacheprovider tests_megatron
 
 demo: $(STAMP)
 	OMP_NUM_THREADS=$(THREADS) $(RUNENV) $(BIN)/nemo-act demo --out runs/demo

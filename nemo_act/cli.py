@@ -216,6 +216,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.out or cfg.run_dir), cfg)
 
 
+CONVERT_TOOLS = ("hf-to-megatron", "megatron-to-hf", "verify")
+
+
+def cmd_convert(argv: Sequence[str]) -> int:
+    """Run a checkpoint converter of ``tools/convert`` (``nemo-act convert TOOL ARGS...``).
+
+    The tools need Megatron-Core and Megatron-Bridge (Python 3.12): they run with
+    ``$NEMO_ACT_CONVERT_PYTHON``, else the repository's ``.venv-megatron`` (``make test-megatron``
+    builds it), else this interpreter (e.g. inside the NeMo-RL container).
+    """
+    import os
+    import subprocess
+
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in CONVERT_TOOLS:
+        print(f"usage: nemo-act convert {{{','.join(CONVERT_TOOLS)}}} [ARGS...] (ARGS: the tool's own --help)")
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    repo = Path(__file__).resolve().parents[1]
+    script = repo / "tools" / "convert" / f"{argv[0].replace('-', '_')}.py"
+    if not script.exists():
+        raise UsageError(f"{script} not found: nemo-act convert runs from a source checkout of nemo-act")
+    venv = repo / ".venv-megatron" / "bin" / "python"
+    python = os.environ.get("NEMO_ACT_CONVERT_PYTHON") or (str(venv) if venv.exists() else sys.executable)
+    return subprocess.call([python, str(script), *argv[1:]])
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``nemo-act``."""
     parser = argparse.ArgumentParser(
@@ -306,6 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/report", help="folder for report.md and report.png")
     p.set_defaults(func=cmd_report)
 
+    p = sub.add_parser("convert", help="HF <-> Megatron checkpoints and their logit check (tools/convert)")
+    p.add_argument("tool", choices=CONVERT_TOOLS)
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the tool's own arguments (see its --help)")
+
     p = sub.add_parser("demo", help="the embedded default: the whole pipeline on a tiny model, on CPU")
     p.add_argument("--out", default=None, help="demo folder (default: run_dir of conf/demo.yaml)")
     _add_common(p)
@@ -315,6 +344,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``nemo-act``; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["convert"]:  # the tool parses its own arguments
+        try:
+            return cmd_convert(argv[1:])
+        except UsageError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     parser = build_parser()
     # overrides may follow options (`run X --run-dir D a.b=1`): argparse leaves those over
     args, extra = parser.parse_known_args(argv)

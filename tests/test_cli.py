@@ -8,7 +8,7 @@ import pytest
 
 from nemo_act.cli import build_parser, main
 
-COMMANDS = ["config", "tiny-model", "experts", "pairs", "show", "train", "eval", "run", "demo"]
+COMMANDS = ["config", "tiny-model", "experts", "pairs", "show", "train", "eval", "run", "convert", "demo"]
 
 
 def _run(*args, check=False):
@@ -112,3 +112,10 @@ def test_experts_pairs_show_from_the_command_line(scienceworld, tmp_path):
     assert "pairs from" in res.stdout and pairs.exists()
     res = _run("show", "--pairs", str(pairs), "--index", "0")
     assert res.returncode == 0 and "Candidate Actions for the NEXT step:" in res.stdout
+
+
+def test_convert_dispatches_to_the_tools_with_their_own_arguments():
+    res = _run("convert", "hf-to-megatron", "--help")
+    assert res.returncode == 0 and "--tp" in res.stdout and "--pp" in res.stdout and "--no-verify" in res.stdout
+    bad = _run("convert", "weights-to-onnx")
+    assert bad.returncode == 2 and "hf-to-megatron,megatron-to-hf,verify" in bad.stdout

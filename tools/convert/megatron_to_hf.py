@@ -1,62 +1,74 @@
-"""Megatron checkpoint -> Hugging Face folder, through Megatron-Bridge.
+r"""Megatron checkpoint -> Hugging Face folder, through Megatron-Bridge.
 
     python tools/convert/megatron_to_hf.py --megatron-ckpt RUN/stages/01_act/checkpoints/step_40/policy/weights \
-        --hf-ref Qwen/Qwen3-8B --out RUN/stages/01_act/hf
+        --hf-ref Qwen/Qwen3-8B --out RUN/stages/01_act/hf [--device cpu|cuda] [--no-verify]
 
 The cluster engine runs this after every stage (``nemo_act.engines.nemo_rl.launch``), so each stage
-hands the next an HF checkpoint. ``--hf-ref`` is the HF checkpoint the stage started from: it names
-the architecture (Megatron-Bridge's ``AutoBridge`` picks the model's bridge and its param mappings)
-and supplies the tokenizer and chat template, which are copied next to the weights.
-
-Runs where NeMo-RL's container runs (Megatron-Core + Megatron-Bridge, its pinned versions), with a
-single-process gloo group as NeMo-RL's own exporter does. Issue #5 extends the converters (HF ->
-Megatron with a chosen TP/PP layout, logit verification, the Olmo-3 bridge, CPU-only nodes).
+hands the next an HF checkpoint; it also turns any checkpoint of :mod:`hf_to_megatron` back. The
+checkpoint may have any TP/PP layout (it is loaded as TP=1, PP=1). ``--hf-ref`` is an HF checkpoint of
+the same architecture (the stage's starting point): Megatron-Bridge's ``AutoBridge`` takes the model's
+bridge from it, and its tokenizer and chat template are copied next to the weights. Weights, config
+and tokenizer land in ``--out``; then :mod:`verify` compares the logits of the two sides.
+One process: gloo on CPU (:mod:`cpu_shims`), NCCL on a GPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-def export(megatron_ckpt: str, hf_ref: str, out: str, strict: bool = True) -> Path:
-    """Write the HF folder of a Megatron checkpoint.
+import _megatron  # noqa: E402
+import verify  # noqa: E402
 
-    Args:
-        megatron_ckpt: Megatron distributed checkpoint (a NeMo-RL ``policy/weights[/iter_*]`` folder).
-        hf_ref: HF checkpoint of the same architecture (the stage's starting point).
-        out: Output folder (must not exist yet).
-        strict: Fail when a weight of the HF model has no Megatron source.
 
-    Returns:
-        The output folder.
-    """
+def _rank(rank: int, world: int, port: int, ckpt: str, hf_ref: str, out: str, device: str, strict: bool) -> None:
+    _megatron.init_process_group(rank, world, port, device)
+    _megatron.register_our_bridges()
     from megatron.bridge import AutoBridge
-    from megatron.bridge.training.model_load_save import temporary_distributed_context
-    from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed
     from transformers import AutoTokenizer
 
+    bridge = AutoBridge.from_hf_pretrained(hf_ref, dtype="float32" if device == "cpu" else "auto")
+    model = bridge.load_megatron_model(
+        ckpt, mp_overrides={"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}
+    )
+    bridge.save_hf_pretrained(model, out, strict=strict)
+    AutoTokenizer.from_pretrained(hf_ref).save_pretrained(out)  # tokenizer + chat template
+
+
+def export(
+    megatron_ckpt: str,
+    hf_ref: str,
+    out: str,
+    device: str = "cpu",
+    check: bool = True,
+    tolerance: float | None = None,
+    strict: bool = True,
+) -> float | None:
+    """Write the HF folder of ``megatron_ckpt`` to ``out``; return the verified max |logit diff|."""
     target = Path(out)
-    if target.exists():
-        raise FileExistsError(f"{target} exists: remove it or choose another --out")
-    bridge = AutoBridge.from_hf_pretrained(hf_ref, trust_remote_code=True)
-    with temporary_distributed_context(backend="gloo"):
-        model_parallel_cuda_manual_seed(0)
-        model = bridge.load_megatron_model(megatron_ckpt, skip_temp_dist_context=True)
-        bridge.save_hf_pretrained(model, str(target), strict=strict)
-    AutoTokenizer.from_pretrained(hf_ref, trust_remote_code=True).save_pretrained(str(target))
-    return target
+    if target.exists() and any(target.iterdir()):
+        raise FileExistsError(f"{target} is not empty: remove it or choose another --out")
+    _megatron.launch(_rank, 1, str(megatron_ckpt), hf_ref, str(target), device, strict)
+    print(f"megatron -> hf: {megatron_ckpt} -> {target} ({device})", flush=True)
+    return verify.check(target, megatron_ckpt, device, tolerance or verify.DEFAULT_TOLERANCE[device]) if check else None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--megatron-ckpt", required=True, help="Megatron checkpoint folder")
+    p.add_argument("--megatron-ckpt", required=True, help="Megatron checkpoint folder (any TP/PP layout)")
     p.add_argument("--hf-ref", required=True, help="HF checkpoint of the same architecture (and its tokenizer)")
     p.add_argument("--out", required=True, help="HF output folder (new)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if visible")
+    p.add_argument("--no-verify", action="store_true", help="skip the logit comparison")
+    p.add_argument("--tolerance", type=float, default=None, help=f"default: {verify.DEFAULT_TOLERANCE}")
     p.add_argument("--no-strict", action="store_true", help="save even when some HF weights have no source")
-    args = p.parse_args(argv)
-    print(export(args.megatron_ckpt, args.hf_ref, args.out, strict=not args.no_strict))
+    a = p.parse_args(argv)
+    dev = a.device or verify.default_device()
+    export(a.megatron_ckpt, a.hf_ref, a.out, dev, not a.no_verify, a.tolerance, strict=not a.no_strict)
     return 0
 
 

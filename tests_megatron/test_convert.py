@@ -1,0 +1,51 @@
+"""HF -> Megatron -> HF round trips on CPU (gloo): TP=1, TP=2 over 2 processes, PP=2 over 2 processes."""
+
+from pathlib import Path
+
+import hf_to_megatron
+import megatron_to_hf
+import pytest
+import torch
+import verify
+from safetensors.torch import load_file
+from transformers import AutoTokenizer
+
+LAYOUTS = [(1, 1), (2, 1), (1, 2)]
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    out: dict[str, torch.Tensor] = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        out.update(load_file(f))
+    return out
+
+
+@pytest.mark.parametrize("tp,pp", LAYOUTS, ids=lambda v: str(v))
+def test_qwen3_round_trip_is_exact(tiny_qwen3: Path, tmp_path: Path, tp: int, pp: int):
+    ckpt = tmp_path / "megatron"
+    diff_in = hf_to_megatron.convert(str(tiny_qwen3), str(ckpt), tp=tp, pp=pp, device="cpu")
+    back = tmp_path / "hf"
+    diff_out = megatron_to_hf.export(str(ckpt), str(tiny_qwen3), str(back), device="cpu")
+    assert diff_in is not None and diff_in < 1e-5 and diff_out is not None and diff_out < 1e-5
+    original, exported = _weights(tiny_qwen3), _weights(back)
+    assert set(original) == set(exported)
+    assert all(torch.equal(original[k], exported[k]) for k in original), "exported weights must be bit-equal"
+    tok = AutoTokenizer.from_pretrained(back)
+    assert tok.chat_template == AutoTokenizer.from_pretrained(tiny_qwen3).chat_template
+    assert tok("open fridge")["input_ids"] == AutoTokenizer.from_pretrained(tiny_qwen3)("open fridge")["input_ids"]
+
+
+def test_verify_fails_on_a_different_model(tiny_qwen3: Path, tmp_path: Path):
+    """A checkpoint compared against another model's HF folder must fail the check, not pass it."""
+    from transformers import AutoModelForCausalLM
+
+    ckpt = tmp_path / "megatron"
+    hf_to_megatron.convert(str(tiny_qwen3), str(ckpt), device="cpu", check=False)
+    other = tmp_path / "other"
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen3)
+    with torch.no_grad():
+        model.model.layers[1].post_attention_layernorm.weight.mul_(1.5)  # one norm changed
+    model.save_pretrained(other)
+    assert verify.max_logit_diff(other, ckpt) > 1e-3
+    with pytest.raises(SystemExit):
+        verify.check(other, ckpt, "cpu", 1e-5)

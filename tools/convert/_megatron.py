@@ -1,0 +1,102 @@
+"""Shared pieces of the converters: process groups, the Megatron model from a bridge, logits on fixed inputs.
+
+Every entry point runs its ranks as processes (``torch.multiprocessing.spawn``): gloo on CPU (then the
+CPU shims of :mod:`cpu_shims` apply and layers are Megatron-Core's local, non-TE ones), NCCL on GPUs
+(Transformer Engine layers, as training uses). Distributed checkpoints hold Transformer Engine
+parameter names either way (Megatron-Core's local spec maps its names on save and load), so a
+checkpoint written on a CPU node loads into a GPU training job.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# Inputs every check uses: 2 sequences x 16 tokens, fixed seed, ids below the smallest vocab we test.
+SEQ_LEN = 16
+
+
+def free_port() -> int:
+    """A free TCP port on this machine for the process group's rendezvous."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(fn: Callable[..., Any], world: int, *args: Any) -> None:
+    """Run ``fn(rank, world, port, *args)`` in ``world`` processes (one rendezvous port for all)."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(fn, args=(world, free_port(), *args), nprocs=world, join=True)
+
+
+def init_process_group(rank: int, world: int, port: int, device: str) -> None:
+    """Join the process group: gloo on CPU (with the CPU shims), NCCL on GPUs."""
+    import torch.distributed as dist
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    if device == "cpu":
+        from cpu_shims import import_bridge_without_te, patch_cuda_calls
+
+        patch_cuda_calls()
+        import_bridge_without_te()
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    else:
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+        dist.init_process_group("nccl", rank=rank, world_size=world)
+
+
+def register_our_bridges() -> None:
+    """Register the bridges Megatron-Bridge does not ship with its registry (none yet: Olmo-3 is issue #5)."""
+
+
+def build_model(bridge: Any, tp: int, pp: int, device: str) -> list[Any]:
+    """The Megatron model of ``bridge``'s HF checkpoint with its weights, laid out over TP x PP ranks."""
+    provider = bridge.to_megatron_provider(load_weights=True)
+    provider.tensor_model_parallel_size = tp
+    provider.pipeline_model_parallel_size = pp
+    provider.params_dtype = torch.float32 if device == "cpu" else provider.params_dtype
+    if device == "cpu":
+        from megatron.bridge.models.gpt_provider import local_layer_spec
+
+        provider.transformer_layer_spec = getattr(provider, "cpu_layer_spec", local_layer_spec)
+        provider.bf16 = provider.fp16 = False
+        provider.use_cpu_initialization = True
+    provider.finalize()
+    provider.initialize_model_parallel(seed=0)
+    return provider.provide_distributed_model(wrap_with_ddp=False, use_cpu_initialization=device == "cpu")
+
+
+def fixed_input_ids(vocab_size: int) -> torch.Tensor:
+    """The fixed token ids every comparison runs on."""
+    gen = torch.Generator().manual_seed(1234)
+    return torch.randint(0, min(vocab_size, 1000), (2, SEQ_LEN), generator=gen)
+
+
+def megatron_logits(model: list[Any], ids: torch.Tensor) -> torch.Tensor:
+    """Logits of a single-rank (TP=PP=1) Megatron GPT model, float32 on CPU."""
+    m = model[0]
+    m.eval()
+    device = next(m.parameters()).device
+    s = ids.shape[1]
+    mask = torch.triu(torch.ones(s, s, dtype=torch.bool, device=device), diagonal=1)[None, None]
+    pos = torch.arange(s, device=device).unsqueeze(0).expand(ids.shape[0], -1)
+    with torch.no_grad():
+        out = m(input_ids=ids.to(device), position_ids=pos, attention_mask=mask)
+    return out.float().cpu()
+
+
+def hf_logits(hf_dir: str | Path, ids: torch.Tensor, device: str) -> torch.Tensor:
+    """Logits of an HF checkpoint in float32 (eager attention: the reference computation)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32, attn_implementation="eager")
+    model.to("cuda" if device != "cpu" else "cpu").eval()
+    with torch.no_grad():
+        return model(ids.to(model.device)).logits.float().cpu()
