@@ -56,3 +56,41 @@ def tiny_qwen3(tmp_path_factory) -> Path:
     model.save_pretrained(folder)
     save_tokenizer(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_olmo3(tmp_path_factory) -> Path:
+    """Olmo-3 with a 4-token sliding window on 3 of 4 layers, so the window matters on 16-token inputs."""
+    from transformers import Olmo3Config, Olmo3ForCausalLM
+
+    folder = tmp_path_factory.mktemp("olmo3") / "hf"
+    cfg = Olmo3Config(
+        vocab_size=320, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=256, sliding_window=4, tie_word_embeddings=False,
+        pad_token_id=2, bos_token_id=None, eos_token_id=1,
+        layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = Olmo3ForCausalLM(cfg)
+    randomise_norms(model)
+    model.save_pretrained(folder)
+    save_tokenizer(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_olmo2(tmp_path_factory) -> Path:
+    from transformers import Olmo2Config, Olmo2ForCausalLM
+
+    folder = tmp_path_factory.mktemp("olmo2") / "hf"
+    cfg = Olmo2Config(
+        vocab_size=320, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=False,
+        pad_token_id=2, bos_token_id=None, eos_token_id=1,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = Olmo2ForCausalLM(cfg)
+    randomise_norms(model)
+    model.save_pretrained(folder)
+    save_tokenizer(folder)
+    return folder

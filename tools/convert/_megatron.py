@@ -42,10 +42,11 @@ def init_process_group(rank: int, world: int, port: int, device: str) -> None:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     if device == "cpu":
-        from cpu_shims import import_bridge_without_te, patch_cuda_calls
+        from cpu_shims import import_bridge_without_te, patch_cuda_calls, patch_cuda_masks
 
         patch_cuda_calls()
         import_bridge_without_te()
+        patch_cuda_masks()
         dist.init_process_group("gloo", rank=rank, world_size=world)
     else:
         torch.cuda.set_device(rank % torch.cuda.device_count())
@@ -53,7 +54,11 @@ def init_process_group(rank: int, world: int, port: int, device: str) -> None:
 
 
 def register_our_bridges() -> None:
-    """Register the bridges Megatron-Bridge does not ship with its registry (none yet: Olmo-3 is issue #5)."""
+    """Register the bridges Megatron-Bridge does not ship (Olmo-2 / Olmo-3) with its registry."""
+    import olmo3_bridge  # noqa: F401  (registration happens at import)
+    from megatron.bridge.utils.instantiate_utils import register_allowed_target_prefix
+
+    register_allowed_target_prefix("olmo3_bridge.")  # checkpoints name our layer spec; let their loader import it
 
 
 def build_model(bridge: Any, tp: int, pp: int, device: str) -> list[Any]:
@@ -63,9 +68,10 @@ def build_model(bridge: Any, tp: int, pp: int, device: str) -> list[Any]:
     provider.pipeline_model_parallel_size = pp
     provider.params_dtype = torch.float32 if device == "cpu" else provider.params_dtype
     if device == "cpu":
-        from megatron.bridge.models.gpt_provider import local_layer_spec
+        from megatron.bridge.models.gpt_provider import default_layer_spec, local_layer_spec
 
-        provider.transformer_layer_spec = getattr(provider, "cpu_layer_spec", local_layer_spec)
+        if provider.transformer_layer_spec is default_layer_spec:  # TE spec: the local one on CPU
+            provider.transformer_layer_spec = local_layer_spec  # (our own specs choose by themselves)
         provider.bf16 = provider.fp16 = False
         provider.use_cpu_initialization = True
     provider.finalize()

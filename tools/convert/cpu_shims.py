@@ -116,6 +116,25 @@ def patch_cuda_calls() -> None:
     torch.cuda.random.manual_seed = torch.cuda.manual_seed  # type: ignore[assignment]
 
 
+def patch_cuda_masks() -> None:
+    """Megatron's attention masks are built with ``device="cuda"``: build them on CPU (item 2)."""
+    import torch
+    from megatron.core.fusions import fused_softmax
+
+    if torch.cuda.is_available():
+        return
+
+    def causal(sq: int) -> torch.Tensor:
+        return torch.triu(torch.ones(sq, sq), diagonal=1).bool()
+
+    def sliding_window(sq: int, skv: int, window_size) -> torch.Tensor:
+        m = torch.ones(sq, skv, dtype=torch.bool)
+        return ~torch.tril(torch.triu(m, diagonal=skv - sq - window_size[0]), diagonal=skv - sq + window_size[1])
+
+    fused_softmax.get_default_causal_mask = causal
+    fused_softmax.get_sliding_window_causal_mask = sliding_window
+
+
 @contextlib.contextmanager
 def cpu_conversion() -> Iterator[bool]:
     """Apply the CPU shims when no GPU is visible; yields whether they are on."""
@@ -125,4 +144,5 @@ def cpu_conversion() -> Iterator[bool]:
     if on_cpu:
         patch_cuda_calls()
         import_bridge_without_te()
+        patch_cuda_masks()
     yield on_cpu
