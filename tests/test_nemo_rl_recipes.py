@@ -5,6 +5,7 @@ tests/test_nemo_rl_engine.py where NeMo-RL is importable."""
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from nemo_act.config import conf_root, load_config
 from nemo_act.engines import train_stage
 from nemo_act.engines.nemo_rl import recipe
-from nemo_act.engines.nemo_rl.launch import latest_checkpoint, megatron_weights, stage_metrics
+from nemo_act.engines.nemo_rl.launch import latest_checkpoint, megatron_weights, stage_env, stage_metrics
 from nemo_act.generation.vllm import request_seed, sampling_params
 
 RECIPES = sorted((conf_root() / "recipes").glob("*/act-*.yaml"))
@@ -183,3 +184,11 @@ def test_vllm_requests_carry_their_own_seed_and_stop_after_the_action():
     params = sampling_params(cfg.pairs.sampling, 4, 0, "s/1")
     assert params["n"] == 4 and params["stop"] == ["</action>"] and params["include_stop_str_in_output"]
     assert params["max_tokens"] == cfg.pairs.sampling.max_new_tokens and params["seed"] == request_seed(0, "s/1")
+
+
+def test_stage_processes_see_our_megatron_bridges():
+    """NeMo-RL's Megatron workers inherit the driver's environment: tools/convert must lead PYTHONPATH."""
+    env = stage_env({"PYTHONPATH": "/opt/site"})
+    first, second, rest = env["PYTHONPATH"].split(os.pathsep)
+    assert first.endswith("tools/convert/autoregister") and second.endswith("tools/convert") and rest == "/opt/site"
+    assert (Path(first) / "sitecustomize.py").is_file() and (Path(second) / "olmo3_bridge.py").is_file()

@@ -67,3 +67,25 @@ def test_verify_fails_on_a_different_model(tiny_qwen3: Path, tmp_path: Path):
     assert verify.max_logit_diff(other, ckpt) > 1e-3
     with pytest.raises(SystemExit):
         verify.check(other, ckpt, "cpu", 1e-5)
+
+
+def test_autoregister_makes_any_process_know_the_olmo_bridge(tiny_olmo3: Path):
+    """What NeMo-RL's Megatron workers get (the cluster engine's PYTHONPATH): no import of ours in the code."""
+    import os
+    import subprocess
+    import sys
+
+    convert = Path(__file__).resolve().parents[1] / "tools" / "convert"
+    code = (
+        "import cpu_shims; cpu_shims.patch_cuda_calls(); cpu_shims.import_bridge_without_te()\n"
+        "from megatron.bridge import AutoBridge\n"
+        f"print('CAN_HANDLE', AutoBridge.can_handle({str(tiny_olmo3)!r}))\n"
+    )
+
+    def can_handle(pythonpath: str) -> str:
+        env = {**os.environ, "PYTHONPATH": pythonpath}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        return next(line for line in out.stdout.splitlines() if line.startswith("CAN_HANDLE"))
+
+    assert can_handle(f"{convert / 'autoregister'}{os.pathsep}{convert}") == "CAN_HANDLE True"
+    assert can_handle(str(convert)) == "CAN_HANDLE False"

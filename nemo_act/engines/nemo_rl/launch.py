@@ -29,7 +29,8 @@ from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import write_text_atomic
 
 REPO = Path(__file__).resolve().parents[3]
-EXPORT_TOOL = REPO / "tools" / "convert" / "megatron_to_hf.py"
+CONVERT = REPO / "tools" / "convert"
+EXPORT_TOOL = CONVERT / "megatron_to_hf.py"
 _STEP = re.compile(r"^step_(\d+)$")
 # NeMo-RL metric names -> the names the local engine (TRL) logs, so `nemo-act report` plots both.
 METRIC_ALIASES = {"train/loss": "loss", "train/reward": "reward"}
@@ -96,11 +97,24 @@ def stage_metrics(scalars: dict[int, dict[str, float]], reward_log: Path | None,
     return lines
 
 
+def stage_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a stage's processes, with our Megatron-Bridge bridges importable everywhere.
+
+    ``tools/convert`` and its ``autoregister`` folder lead ``PYTHONPATH``, so every process that
+    imports Megatron-Bridge, NeMo-RL's Ray workers included (they inherit the driver's environment),
+    also registers our Olmo-2/3 bridges.
+    """
+    env = dict(os.environ if base is None else base)
+    paths = [str(CONVERT / "autoregister"), str(CONVERT)]
+    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
 def _run(cmd: list[str]) -> None:
     print("+ " + " ".join(cmd), flush=True)
     if os.environ.get("NEMO_ACT_DRY_RUN") == "1":
         return
-    subprocess.run(cmd, check=True)
+    subprocess.run(cmd, check=True, env=stage_env())
 
 
 def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: str | Path) -> Path:
