@@ -41,6 +41,16 @@ def randomise_norms(model: torch.nn.Module) -> None:
                 p.uniform_(0.5, 1.5)
 
 
+def save_model(model_cls, cfg, folder: Path) -> Path:
+    """A random model of ``cfg`` (norms randomised too) with the test tokenizer, saved in ``folder``."""
+    torch.manual_seed(0)
+    model = model_cls(cfg)
+    randomise_norms(model)
+    model.save_pretrained(folder)
+    save_tokenizer(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_qwen3(tmp_path_factory) -> Path:
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -50,12 +60,7 @@ def tiny_qwen3(tmp_path_factory) -> Path:
         vocab_size=320, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
         num_key_value_heads=2, head_dim=16, max_position_embeddings=256, tie_word_embeddings=False,
     )  # fmt: skip
-    torch.manual_seed(0)
-    model = Qwen3ForCausalLM(cfg)
-    randomise_norms(model)
-    model.save_pretrained(folder)
-    save_tokenizer(folder)
-    return folder
+    return save_model(Qwen3ForCausalLM, cfg, folder)
 
 
 @pytest.fixture(scope="session")
@@ -70,12 +75,7 @@ def tiny_olmo3(tmp_path_factory) -> Path:
         pad_token_id=2, bos_token_id=None, eos_token_id=1,
         layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
     )  # fmt: skip
-    torch.manual_seed(0)
-    model = Olmo3ForCausalLM(cfg)
-    randomise_norms(model)
-    model.save_pretrained(folder)
-    save_tokenizer(folder)
-    return folder
+    return save_model(Olmo3ForCausalLM, cfg, folder)
 
 
 @pytest.fixture(scope="session")
@@ -88,9 +88,4 @@ def tiny_olmo2(tmp_path_factory) -> Path:
         num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=False,
         pad_token_id=2, bos_token_id=None, eos_token_id=1,
     )  # fmt: skip
-    torch.manual_seed(0)
-    model = Olmo2ForCausalLM(cfg)
-    randomise_norms(model)
-    model.save_pretrained(folder)
-    save_tokenizer(folder)
-    return folder
+    return save_model(Olmo2ForCausalLM, cfg, folder)

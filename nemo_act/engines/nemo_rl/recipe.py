@@ -131,6 +131,18 @@ def _policy(kind: str, cfg: ExperimentConfig, init: str, steps: int, max_len: in
     }
 
 
+def _loop(kind: str, cfg: ExperimentConfig, steps: int) -> dict[str, Any]:
+    """The algorithm section's loop keys (same names in NeMo-RL's grpo, sft and dpo sections)."""
+    return {
+        "max_num_epochs": math.ceil(stage_config(kind, cfg).epochs),
+        "max_num_steps": steps,
+        "seed": cfg.seed,
+        "val_period": 0,  # held-out selection and env eval are the core's, on the exported checkpoint
+        "val_at_start": False,
+        "val_at_end": False,
+    }
+
+
 def _common(kind: str, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
     n = settings(cfg)
     return {
@@ -184,12 +196,7 @@ def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -
             "num_prompts_per_step": prompts_per_step(kind, cfg),
             "num_generations_per_prompt": sc.num_generations,
             "max_rollout_turns": 1,
-            "max_num_epochs": math.ceil(sc.epochs),
-            "max_num_steps": steps,
-            "seed": cfg.seed,
-            "val_period": 0,
-            "val_at_start": False,
-            "val_at_end": False,
+            **_loop(kind, cfg, steps),
         },
         "loss_fn": {
             "reference_policy_kl_penalty": sc.beta,
@@ -213,14 +220,7 @@ def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -
 def _sft(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -> dict[str, Any]:
     sc = stage_config(kind, cfg)
     steps = total_steps(kind, cfg, n_rows)
-    section = {
-        "max_num_epochs": math.ceil(sc.epochs),
-        "max_num_steps": steps,
-        "seed": cfg.seed,
-        "val_period": 0,
-        "val_at_start": False,
-        "val_at_end": False,
-    }
+    section = _loop(kind, cfg, steps)
     overlay: dict[str, Any] = {
         "policy": _policy(kind, cfg, init, steps, sc.max_length),  # type: ignore[attr-defined]
         **_common(kind, cfg, out),
