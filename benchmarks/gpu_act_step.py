@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 from nemo_act.config import load_config
-from nemo_act.engines.nemo_rl.launch import driver_command
+from nemo_act.engines.nemo_rl.launch import run_driver
 from nemo_act.stage_data import rows_for
 
 TASKS = ["find-animal", "lifespan-longest-lived"]
@@ -52,8 +52,6 @@ def _mean(values: list[float]) -> float:
 
 def main() -> int:
     """Run the stage, then print the table."""
-    import subprocess
-
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gpus", type=int, default=1)
     p.add_argument("--steps", type=int, default=4, help="GRPO steps (the first is reported as warm-up)")
@@ -80,16 +78,7 @@ def main() -> int:
     ]
     cfg = load_config(overrides=overrides)
     pairs = Path(args.pairs) if args.pairs else _pairs(cfg, tmp)
-    rows = rows_for("act", pairs, cfg)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    exp = out / "experiment.yaml"
-    from nemo_act.config import to_yaml
-
-    exp.write_text(to_yaml(cfg))
-    cmd = driver_command("act", cfg.model.name_or_path, out)
-    print("+ " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    out = run_driver("act", cfg.model.name_or_path, rows_for("act", pairs, cfg), cfg, out)
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     steps = [m for m in lines if "timing/train/total_step_time" in m]
     n_params = 0.6e9  # Qwen3-0.6B (0.44B without embeddings); only the fallback MFU uses it

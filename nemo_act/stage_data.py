@@ -120,6 +120,8 @@ def rl_rows(trajectories: Sequence[Trajectory], cfg: ExperimentConfig) -> list[R
 
 
 PAIR_BUILDERS = {"act": act_rows, "act_noreason": act_rows, "sft_choice": sft_choice_rows, "dpo": dpo_rows}
+# Stage kind -> the training algorithm every engine runs it with (TRL's trainers, NeMo-RL's algorithms).
+ALGORITHM = {"act": "grpo", "act_noreason": "grpo", "rl": "grpo", "il": "sft", "sft_choice": "sft", "dpo": "dpo"}
 
 
 def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig) -> list[Row]:

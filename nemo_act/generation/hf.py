@@ -22,6 +22,15 @@ class PromptTooLongError(ValueError):
     """A rendered prompt does not fit the model's context."""
 
 
+def check_prompt_length(key: str, n_tokens: int, model_cfg: ModelConfig, max_new_tokens: int) -> None:
+    """Raise :class:`PromptTooLongError` when a prompt leaves no room for ``max_new_tokens``."""
+    if n_tokens > model_cfg.max_context_tokens - max_new_tokens:
+        raise PromptTooLongError(
+            f"state {key}: prompt has {n_tokens} tokens, more than model.max_context_tokens "
+            f"({model_cfg.max_context_tokens}) minus max_new_tokens ({max_new_tokens})"
+        )
+
+
 def resolve_device(device: str) -> str:
     """Map 'auto' to 'cuda' when a GPU is visible, else 'cpu'."""
     import torch
@@ -78,18 +87,13 @@ class HFGenerator:
         import torch
 
         out: list[list[str]] = []
-        limit = self.model_cfg.max_context_tokens - sampling.max_new_tokens
         for start in range(0, len(requests), self.batch_size):
             batch = list(requests[start : start + self.batch_size])
             texts = [self.render(r) for r in batch]
             enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
             lengths = enc["attention_mask"].sum(dim=1).tolist()
             for req, length in zip(batch, lengths, strict=True):
-                if length > limit:
-                    raise PromptTooLongError(
-                        f"state {req.key}: prompt has {length} tokens, more than model.max_context_tokens "
-                        f"({self.model_cfg.max_context_tokens}) minus max_new_tokens ({sampling.max_new_tokens})"
-                    )
+                check_prompt_length(req.key, length, self.model_cfg, sampling.max_new_tokens)
             digest = hashlib.sha256(f"{seed}\x00{batch[0].key}".encode()).digest()
             torch.manual_seed(int.from_bytes(digest[:8], "big") % (2**63))
             do_sample = sampling.temperature > 0

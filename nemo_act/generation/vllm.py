@@ -25,7 +25,7 @@ from typing import Any
 
 from nemo_act.config.schema import GenerationConfig, ModelConfig, SamplingConfig
 from nemo_act.generation.base import GenerationRequest
-from nemo_act.generation.hf import PromptTooLongError
+from nemo_act.generation.hf import check_prompt_length
 from nemo_act.prompts.render import apply_chat_template
 
 STOP = ["</action>"]
@@ -87,12 +87,7 @@ class VLLMGenerator:
 
     def _prompt_ids(self, request: GenerationRequest, max_new_tokens: int) -> list[int]:
         ids = self.tokenizer(self.render(request), add_special_tokens=False)["input_ids"]
-        limit = self.model_cfg.max_context_tokens - max_new_tokens
-        if len(ids) > limit:
-            raise PromptTooLongError(
-                f"state {request.key}: prompt has {len(ids)} tokens, more than model.max_context_tokens "
-                f"({self.model_cfg.max_context_tokens}) minus max_new_tokens ({max_new_tokens})"
-            )
+        check_prompt_length(request.key, len(ids), self.model_cfg, max_new_tokens)
         return ids
 
     def generate(
@@ -118,7 +113,8 @@ class VLLMGenerator:
         params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
         out: list[float] = []
         for start in range(0, len(requests), self.batch_size):
-            batch = list(zip(requests[start : start + self.batch_size], continuations[start:], strict=False))
+            end = start + self.batch_size
+            batch = list(zip(requests[start:end], continuations[start:end], strict=True))
             prompts, spans = [], []
             for req, cont in batch:
                 p = self._prompt_ids(req, 1)

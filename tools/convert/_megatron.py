@@ -42,11 +42,9 @@ def init_process_group(rank: int, world: int, port: int, device: str) -> None:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     if device == "cpu":
-        from cpu_shims import import_bridge_without_te, patch_cuda_calls, patch_cuda_masks
+        import cpu_shims
 
-        patch_cuda_calls()
-        import_bridge_without_te()
-        patch_cuda_masks()
+        cpu_shims.apply()
         dist.init_process_group("gloo", rank=rank, world_size=world)
     else:
         torch.cuda.set_device(rank % torch.cuda.device_count())

@@ -1,7 +1,8 @@
 """CPU-only shims for Megatron-Core / Megatron-Bridge checkpoint conversion (never used on GPUs).
 
 Converting on a login or CPU node hits four things that assume CUDA or Transformer Engine (TE).
-Each fix is here, in one place, and :func:`cpu_conversion` applies them only when no GPU is visible:
+Each fix is here, in one place; :func:`apply` applies them all, and the converters call it only for
+``--device cpu`` (never on the GPU path):
 
 1. Megatron-Bridge imports ``transformer_engine.pytorch`` at import time in its LoRA layers (and a few
    model bridges). TE cannot be installed without CUDA, and conversion never calls it, so
@@ -10,11 +11,13 @@ Each fix is here, in one place, and :func:`cpu_conversion` applies them only whe
    False, so every layer it builds is a local, non-TE one), and the placeholder is removed afterwards.
 2. ``torch.cuda.current_device`` / ``get_rng_state`` / ``set_rng_state`` / ``synchronize`` are
    called by the rotary embedding and by distributed checkpoint save/load; on CPU they become no-ops
-   that return CPU values (:func:`patch_cuda_calls`).
-3. Megatron's tensor-parallel RNG tracker must exist before model construction
-   (``tensor_parallel.random.initialize_rng_tracker``).
-4. The process group is gloo, created by us before Megatron's parallel state, and models are built
-   with ``use_cpu_initialization=True`` and the local layer spec.
+   that return CPU values (:func:`patch_cuda_calls`); attention masks built with ``device="cuda"``
+   are built on CPU (:func:`patch_cuda_masks`).
+3. Megatron's tensor-parallel RNG tracker must exist before model construction: the provider's
+   ``initialize_model_parallel(seed=...)`` sets it up (``_megatron.build_model``); its CUDA RNG calls
+   go through item 2.
+4. The process group is gloo, created before Megatron's parallel state, and models are built with
+   ``use_cpu_initialization=True`` and the local layer spec (``_megatron``, not this module).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ import importlib.abc
 import importlib.machinery
 import sys
 import types
-from collections.abc import Iterator
 
 _TE = "transformer_engine"
 
@@ -135,14 +137,8 @@ def patch_cuda_masks() -> None:
     fused_softmax.get_sliding_window_causal_mask = sliding_window
 
 
-@contextlib.contextmanager
-def cpu_conversion() -> Iterator[bool]:
-    """Apply the CPU shims when no GPU is visible; yields whether they are on."""
-    import torch
-
-    on_cpu = not torch.cuda.is_available()
-    if on_cpu:
-        patch_cuda_calls()
-        import_bridge_without_te()
-        patch_cuda_masks()
-    yield on_cpu
+def apply() -> None:
+    """Apply every CPU shim (call on CPU only, before building or loading a Megatron model)."""
+    patch_cuda_calls()
+    import_bridge_without_te()
+    patch_cuda_masks()

@@ -22,6 +22,7 @@ from nemo_act.config.schema import (
 )
 from nemo_act.data.io import write_text_atomic
 from nemo_act.generation.hf import resolve_device
+from nemo_act.stage_data import ALGORITHM
 
 STAGE_KINDS: tuple[str, ...] = get_args(StageKind)
 
@@ -96,7 +97,8 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
         raise ValueError(f"stage '{kind}': no training rows")
     with_kwargs = [dict(r, chat_template_kwargs=_template_kwargs(cfg)) for r in rows] if _template_kwargs(cfg) else rows
     common = _common_args(sc, cfg, out)
-    if kind in ("act", "act_noreason", "rl"):
+    algorithm = ALGORITHM[kind]
+    if algorithm == "grpo":
         from trl import GRPOConfig, GRPOTrainer
 
         from nemo_act.engines.local.reward_funcs import action_reward_funcs, selection_reward_funcs
@@ -117,7 +119,7 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
         return GRPOTrainer(
             model=model, reward_funcs=funcs, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok
         )
-    if kind in ("il", "sft_choice"):
+    if algorithm == "sft":
         from trl import SFTConfig, SFTTrainer
 
         args = SFTConfig(**common, max_length=sc.max_length, completion_only_loss=True)

@@ -117,6 +117,20 @@ def _run(cmd: list[str]) -> None:
     subprocess.run(cmd, check=True, env=stage_env())
 
 
+def run_driver(kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: str | Path) -> Path:
+    """Hand the stage's inputs over as files in ``out`` and run the NeMo-RL driver on them (no export).
+
+    Returns:
+        ``out``, now holding NeMo-RL's checkpoints, logs and ``metrics.jsonl``.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / "experiment.yaml", to_yaml(cfg))
+    write_text_atomic(out / "rows.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    _run(driver_command(kind, init, out))
+    return out
+
+
 def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: str | Path) -> Path:
     """Train one stage on the cluster engine and leave an HF checkpoint in ``out``.
 
@@ -134,11 +148,7 @@ def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experimen
     Raises:
         RuntimeError: The driver finished without a checkpoint.
     """
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / "experiment.yaml", to_yaml(cfg))
-    write_text_atomic(out / "rows.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    _run(driver_command(kind, init, out))
+    out = run_driver(kind, init, rows, cfg, out)
     if os.environ.get("NEMO_ACT_DRY_RUN") == "1":
         _run(export_command(out / "checkpoints" / "step_N" / "policy" / "weights", init, out / "hf.partial"))
         return out

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from nemo_act.prompts.render import apply_chat_template
+from nemo_act.stage_data import ALGORITHM
 
 STOP_STRINGS = ["</action>"]
 # Row keys that are prompt/targets, not reward inputs.
@@ -128,12 +129,11 @@ def stage_datums(
     Returns:
         One datum per row, ``idx`` = row index.
     """
-    if kind in ("act", "act_noreason", "rl"):
+    if kind not in ALGORITHM:
+        raise ValueError(f"unknown stage '{kind}'")
+    if ALGORITHM[kind] == "grpo":
         if task_name is None:
             raise ValueError(f"stage {kind}: a GRPO stage needs its reward environment's task_name")
         return [grpo_datum(r, i, tokenizer, task_name, max_seq_length, enable_thinking) for i, r in enumerate(rows)]
-    if kind == "dpo":
-        return [dpo_datum(r, i, tokenizer, max_seq_length, enable_thinking) for i, r in enumerate(rows)]
-    if kind in ("il", "sft_choice"):
-        return [sft_datum(r, i, tokenizer, max_seq_length, enable_thinking) for i, r in enumerate(rows)]
-    raise ValueError(f"unknown stage '{kind}'")
+    datum = dpo_datum if ALGORITHM[kind] == "dpo" else sft_datum
+    return [datum(r, i, tokenizer, max_seq_length, enable_thinking) for i, r in enumerate(rows)]

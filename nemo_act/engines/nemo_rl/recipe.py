@@ -34,9 +34,8 @@ from typing import Any
 from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig, NeMoRLSettings
 from nemo_act.engines.local.stages import stage_config
 from nemo_act.engines.nemo_rl.processors import STOP_STRINGS
+from nemo_act.stage_data import ALGORITHM  # stage kind -> NeMo-RL algorithm (grpo, sft, dpo)
 
-# Stage kind -> NeMo-RL algorithm.
-ALGORITHM = {"act": "grpo", "act_noreason": "grpo", "rl": "grpo", "il": "sft", "sft_choice": "sft", "dpo": "dpo"}
 # GRPO stage kind -> reward environment (the datums' task_name; see environments.ENVIRONMENTS).
 TASK_NAME = {"act": "act_selection", "act_noreason": "act_selection", "rl": "act_action"}
 _DECAY = {"constant": "constant", "cosine": "cosine", "linear": "linear"}
