@@ -27,7 +27,6 @@ import hashlib
 import json
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -115,11 +114,18 @@ class PipelineRunner:
         self.isolate = cfg.engine.name == "nemo_rl"
 
     def _step(self, method: str, *args: str) -> None:
-        """Run ``method(*args)`` of this runner in a child process (see :func:`main`)."""
+        """Run ``method(*args)`` of this runner in a child process (see :func:`main`).
+
+        The interpreter is the one :mod:`nemo_act.engines.nemo_rl.interpreters` names for the step
+        (vLLM's venv in the NeMo-RL container when ``generation.backend=vllm``), checked first.
+        """
+        from nemo_act.engines.nemo_rl import interpreters
+
         self.dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.dir / "config.yaml", to_yaml(self.cfg))
-        cmd = [sys.executable, "-m", "nemo_act.pipeline", "--run-dir", str(self.dir), "--data-dir", str(self.data_dir)]
-        subprocess.run([*cmd, method, *args], check=True)
+        argv = ["-m", "nemo_act.pipeline", "--run-dir", str(self.dir), "--data-dir", str(self.data_dir), method, *args]
+        cmd = interpreters.command(method, argv, self.cfg.generation.backend, self.cfg.benchmark.python_modules)
+        subprocess.run(cmd, check=True, env=interpreters.child_env())
 
     # ---- data -------------------------------------------------------------------------------------
     def experts(self, which: str) -> Path:

@@ -55,7 +55,7 @@ def test_act_stage_maps_our_settings_onto_nemo_rl_keys():
     prompts = sc.batch_size * sc.grad_accum // sc.num_generations
     assert m["grpo"]["num_prompts_per_step"] == prompts == 32
     assert m["grpo"]["num_generations_per_prompt"] == sc.num_generations
-    assert m["grpo"]["max_num_steps"] == math.ceil(sc.epochs * math.ceil(1000 / prompts))
+    assert m["grpo"]["max_num_steps"] == int(sc.epochs) * (1000 // prompts)  # NeMo-RL drops a partial batch
     assert m["loss_fn"]["reference_policy_kl_penalty"] == sc.beta
     assert m["loss_fn"]["ratio_clip_min"] == m["loss_fn"]["ratio_clip_max"] == sc.epsilon
     assert m["loss_fn"]["token_level_loss"] is False and m["loss_fn"]["use_importance_sampling_correction"] is False
@@ -84,7 +84,7 @@ def test_act_stage_maps_our_settings_onto_nemo_rl_keys():
 def test_fp8_variant_turns_on_te_fp8_rollouts_and_the_is_correction():
     bf16 = load_config(conf_root() / "recipes" / "scienceworld" / "act-qwen3-8b-4n4g-megatron.yaml")
     fp8 = load_config(conf_root() / "recipes" / "scienceworld" / "act-qwen3-8b-4n4g-megatron-fp8.yaml")
-    m = recipe.master_config("act", fp8, {}, init="x", out="/o", n_rows=10)
+    m = recipe.master_config("act", fp8, {}, init="x", out="/o", n_rows=5000)
     assert m["policy"]["megatron_cfg"]["fp8_cfg"] == {
         "enabled": True,
         "fp8": "e4m3",
@@ -99,7 +99,7 @@ def test_fp8_variant_turns_on_te_fp8_rollouts_and_the_is_correction():
 def test_webshop_reward_has_no_admissible_term_and_sft_dpo_map_their_own_keys():
     cfg = load_config(conf_root() / "recipes" / "webshop" / "act-qwen3-4b-2n4g-megatron.yaml")
     assert (
-        recipe.master_config("rl", cfg, {}, init="x", out="/o", n_rows=10)["env"]["act_action"]["use_admissible"]
+        recipe.master_config("rl", cfg, {}, init="x", out="/o", n_rows=5000)["env"]["act_action"]["use_admissible"]
         is False
     )
     il = recipe.master_config("il", cfg, {}, init="x", out="/o", n_rows=640)
@@ -116,18 +116,18 @@ def test_overrides_apply_last_and_bad_settings_are_named():
         path, ["engine.nemo_rl.overrides={policy.megatron_cfg.empty_unused_memory_level: 2, grpo.seed: 7}"]
     )
     m = recipe.master_config(
-        "act", cfg, {"policy": {"megatron_cfg": {"empty_unused_memory_level": 1}}}, init="x", out="/o", n_rows=1
+        "act", cfg, {"policy": {"megatron_cfg": {"empty_unused_memory_level": 1}}}, init="x", out="/o", n_rows=5000
     )
     assert m["policy"]["megatron_cfg"]["empty_unused_memory_level"] == 2 and m["grpo"]["seed"] == 7
     odd = load_config(path, ["train.act.batch_size=100"])
     with pytest.raises(ValueError, match="train.act: batch_size x grad_accum = 100 .* num_generations = 8"):
-        recipe.master_config("act", odd, {}, init="x", out="/o", n_rows=1)
+        recipe.master_config("act", odd, {}, init="x", out="/o", n_rows=5000)
     with pytest.raises(ValueError, match="train.il.lr_scheduler 'polynomial'"):
         recipe.master_config(
-            "il", load_config(path, ["train.il.lr_scheduler=polynomial"]), {}, init="x", out="/o", n_rows=1
+            "il", load_config(path, ["train.il.lr_scheduler=polynomial"]), {}, init="x", out="/o", n_rows=5000
         )
     with pytest.raises(ValueError, match="engine.nemo_rl is not set"):
-        recipe.master_config("act", load_config(), {}, init="x", out="/o", n_rows=1)
+        recipe.master_config("act", load_config(), {}, init="x", out="/o", n_rows=5000)
 
 
 def test_base_keys_we_do_not_set_survive_the_merge():
@@ -136,7 +136,7 @@ def test_base_keys_we_do_not_set_survive_the_merge():
         "grpo": {"normalize_rewards": True, "num_prompts_per_step": 1},
         "policy": {"megatron_cfg": {"peft": {"enabled": False}}},
     }
-    m = recipe.master_config("act", cfg, base, init="x", out="/o", n_rows=1)
+    m = recipe.master_config("act", cfg, base, init="x", out="/o", n_rows=5000)
     assert m["grpo"]["normalize_rewards"] is True and m["grpo"]["num_prompts_per_step"] == 32
     assert m["policy"]["megatron_cfg"]["peft"] == {"enabled": False}
 
@@ -189,6 +189,125 @@ def test_vllm_requests_carry_their_own_seed_and_stop_after_the_action():
 def test_stage_processes_see_our_megatron_bridges():
     """NeMo-RL's Megatron workers inherit the driver's environment: tools/convert must lead PYTHONPATH."""
     env = stage_env({"PYTHONPATH": "/opt/site"})
-    first, second, rest = env["PYTHONPATH"].split(os.pathsep)
+    first, second, repo, rest = env["PYTHONPATH"].split(os.pathsep)
     assert first.endswith("tools/convert/autoregister") and second.endswith("tools/convert") and rest == "/opt/site"
     assert (Path(first) / "sitecustomize.py").is_file() and (Path(second) / "olmo3_bridge.py").is_file()
+    assert (Path(repo) / "nemo_act" / "__init__.py").is_file()  # no pip install at job time
+    assert "NRL_MEGATRON_CHECKPOINT_DIR" not in env
+
+
+# ---- issue 11: what would have trained wrong on the real NeMo-RL v0.7.0 ------------------------------------------
+Q8B = conf_root() / "recipes" / "alfworld" / "act-qwen3-8b-4n4g-megatron.yaml"
+
+
+def test_step_counts_are_what_nemo_rls_loader_runs_and_the_schedule_ends_with_them():
+    """v0.7.0 builds its train loaders with drop_last=True (algorithms/grpo.py, sft.py, dpo.py)."""
+    cfg = load_config(Q8B)
+    m = recipe.master_config("act", cfg, {}, init="x", out="/o", n_rows=1000)  # 32 prompts per step: 31 per epoch
+    assert m["grpo"]["max_num_steps"] == 93 and m["grpo"]["max_num_epochs"] == 3
+    assert m["policy"]["megatron_cfg"]["scheduler"]["lr_decay_iters"] == 93
+    il = recipe.master_config("il", cfg, {}, init="x", out="/o", n_rows=100)  # 64 sequences per step: 1 per epoch
+    assert il["sft"]["max_num_steps"] == 3 and il["policy"]["megatron_cfg"]["scheduler"]["lr_decay_iters"] == 3
+    bounded = load_config(Q8B, ["train.act.max_steps=200"])
+    m = recipe.master_config("act", bounded, {}, init="x", out="/o", n_rows=1000)
+    assert m["grpo"]["max_num_steps"] == 200 and m["grpo"]["max_num_epochs"] == 7  # 7 x 31 >= 200: no early stop
+    with pytest.raises(
+        ValueError, match=r"stage act: 20 training rows, fewer than one optimizer step takes \(32 prompts"
+    ):
+        recipe.master_config("act", cfg, {}, init="x", out="/o", n_rows=20)
+    with pytest.raises(ValueError, match=r"stage dpo: 63 training rows.*\(64 sequences"):
+        recipe.master_config("dpo", cfg, {}, init="x", out="/o", n_rows=63)
+
+
+def test_every_stage_clips_gradients_over_a_base_that_does_not():
+    """The SFT base (sft_openmathinstruct2_megatron.yaml) sets clip_grad: 0 and max_grad_norm null."""
+    cfg = load_config(Q8B)
+    base = {"policy": {"max_grad_norm": None, "megatron_cfg": {"optimizer": {"clip_grad": 0}}}}
+    for kind in ("act", "act_noreason", "rl", "il", "sft_choice", "dpo"):
+        pol = recipe.master_config(kind, cfg, base, init="x", out="/o", n_rows=5000)["policy"]
+        assert pol["max_grad_norm"] == 1.0 and pol["megatron_cfg"]["optimizer"]["clip_grad"] == 1.0, kind
+    off = load_config(Q8B, ["train.il.max_grad_norm=0"])
+    pol = recipe.master_config("il", off, base, init="x", out="/o", n_rows=5000)["policy"]
+    assert pol["max_grad_norm"] is None and pol["megatron_cfg"]["optimizer"]["clip_grad"] == 0
+
+
+def test_local_engine_clips_and_scales_advantages_like_the_cluster_engine(tmp_path):
+    from nemo_act.engines.local import stages
+
+    cfg = load_config()
+    assert stages._common_args(cfg.train.il, cfg, tmp_path)["max_grad_norm"] == cfg.train.il.max_grad_norm == 1.0
+    assert cfg.train.act.baseline == cfg.train.rl.baseline == "group_mean"
+    loo = load_config(overrides=["train.act.baseline=leave_one_out"])
+    with pytest.raises(ValueError, match="train.act.baseline=leave_one_out: TRL's GRPOTrainer"):
+        stages._trainer("act", None, None, [{"prompt": []}], loo, tmp_path)
+
+
+def test_grpo_baseline_is_one_config_value_on_nemo_rl():
+    """The GRPO base (grpo_math_1B_megatron.yaml) has use_leave_one_out_baseline: true; TRL subtracts the mean."""
+    base = {"grpo": {"use_leave_one_out_baseline": True, "adv_estimator": {"use_leave_one_out_baseline": True}}}
+    m = recipe.master_config("act", load_config(Q8B), base, init="x", out="/o", n_rows=5000)
+    assert m["grpo"]["use_leave_one_out_baseline"] is False and m["grpo"]["normalize_rewards"] is True
+    assert m["grpo"]["adv_estimator"]["use_leave_one_out_baseline"] is False
+    loo = load_config(Q8B, ["train.rl.baseline=leave_one_out"])
+    m = recipe.master_config("rl", loo, base, init="x", out="/o", n_rows=5000)
+    assert m["grpo"]["use_leave_one_out_baseline"] is True
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in RECIPES if p.stem.endswith("fp8")], ids=lambda p: p.parent.name + "/" + p.stem
+)
+def test_fp8_stages_pad_every_sequence_for_blockwise_fp8(path):
+    """DPO cannot pack (algorithms/dpo.py asserts), and NeMo-RL pads to FP8's 128 only when packing."""
+    cfg = load_config(path)
+    mg = cfg.engine.nemo_rl.megatron
+    need = 128 * mg.tensor_parallel * (2 * mg.context_parallel if mg.context_parallel > 1 else 1)
+    for kind in ("act", "il", "dpo"):
+        pol = recipe.master_config(kind, cfg, {}, init="x", out="/o", n_rows=5000)["policy"]
+        assert pol["make_sequence_length_divisible_by"] % need == 0, kind
+    dpo = recipe.master_config("dpo", cfg, {}, init="x", out="/o", n_rows=5000)["policy"]
+    assert dpo["sequence_packing"] == {"enabled": False} and dpo["dynamic_batching"] == {"enabled": False}
+
+
+def test_grpo_does_not_dump_every_sample_each_step_unless_asked():
+    """v0.7.0 grpo_train writes train_data_step<N>.jsonl unless env.should_log_nemo_gym_responses is set."""
+    m = recipe.master_config("act", load_config(Q8B), {}, init="x", out="/o", n_rows=5000)
+    assert m["env"]["should_log_nemo_gym_responses"] is True
+    on = load_config(Q8B, ["engine.nemo_rl.dump_train_data=true"])
+    assert (
+        recipe.master_config("act", on, {}, init="x", out="/o", n_rows=5000)["env"]["should_log_nemo_gym_responses"]
+        is False
+    )
+
+
+def test_reward_parts_keep_their_step_numbers_after_a_resume(tmp_path):
+    from nemo_act.engines.nemo_rl.reward_env import SelectionRewardEnv, resume_reward_log
+
+    cfg = load_config()
+    log = tmp_path / "reward_parts.jsonl"
+    meta = {"candidates": ["a", "b"], "expert_index": 0, "candidates_admissible": [True, True]}
+    batch = [[{"role": "assistant", "content": "<action>a</action>"}]]
+    first = SelectionRewardEnv(cfg.rewards.selection, True, log)
+    for _ in range(5):
+        first.step(batch, [meta])
+    resume_reward_log(log, 3)  # the stage's newest checkpoint is step_3: steps 4 and 5 are redone
+    again = SelectionRewardEnv(cfg.rewards.selection, True, log, first_step=3)
+    again.step(batch, [meta])
+    assert [json.loads(x)["call"] for x in log.read_text().splitlines()] == [1, 2, 3, 4]
+
+
+def test_each_stage_converts_its_init_into_its_own_folder_afresh_unless_it_resumes(tmp_path, monkeypatch, capsys):
+    """NeMo-RL caches its HF -> Megatron conversion keyed by path (models/megatron/setup.py)."""
+    from nemo_act.engines.nemo_rl.launch import HF_IMPORT, run_driver
+
+    monkeypatch.setenv("NEMO_ACT_DRY_RUN", "1")
+    cfg = load_config(Q8B)
+    out = tmp_path / "01_act"
+    stale = out / HF_IMPORT / "model__ckpt_warm" / "iter_0000000"
+    stale.mkdir(parents=True)  # a conversion killed by a requeue (or an earlier run's)
+    run_driver("act", "/ckpt/warm", [], cfg, out)
+    assert not (out / HF_IMPORT).exists()
+    stale.mkdir(parents=True)
+    (out / "checkpoints" / "step_10").mkdir(parents=True)  # trained past the conversion: keep it
+    run_driver("act", "/ckpt/warm", [], cfg, out)
+    assert stale.exists()
+    assert stage_env(out=out)["NRL_MEGATRON_CHECKPOINT_DIR"] == str(out / HF_IMPORT)

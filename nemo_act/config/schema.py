@@ -105,6 +105,9 @@ class _BenchmarkBase(_Strict):
     max_steps: int = Field(gt=0, description="Evaluation episode cap (protocol: 50).")
     admissible_reward: bool = Field(description="Use R_adm (off for WebShop).")
     max_admissible_shown: int = Field(gt=1, description="Admissible actions listed in a prompt at most.")
+    python_modules: list[str] = Field(
+        description="Modules the live env needs (checked in the evaluation step's interpreter before it starts)."
+    )
 
 
 class ScienceWorldConfig(_BenchmarkBase):
@@ -186,6 +189,9 @@ class NeMoRLSettings(_Strict):
     max_total_sequence_length: int = Field(gt=0, description="Prompt + response tokens of a GRPO sample.")
     micro_batch_size: int = Field(gt=0, description="Sequences per GPU per forward pass.")
     save_period: int = Field(gt=0, description="NeMo-RL checkpoint every N steps (requeued jobs resume there).")
+    dump_train_data: bool = Field(
+        description="Let NeMo-RL's GRPO write train_data_step<N>.jsonl (every sample's tokens) each step."
+    )
     overrides: dict[str, Any] = Field(description="Raw NeMo-RL keys (dotted) applied last: the escape hatch.")
 
 
@@ -208,6 +214,7 @@ class _StageBase(_Strict):
     lr_scheduler: str = Field(description="transformers scheduler name, e.g. 'cosine', 'constant'.")
     warmup_ratio: float = Field(ge=0, lt=1)
     weight_decay: float = Field(ge=0)
+    max_grad_norm: float = Field(ge=0, description="Clip the global gradient norm to this (0 = no clipping).")
     batch_size: int = Field(gt=0, description="Sequences per device per step (GRPO: completions).")
     grad_accum: int = Field(gt=0)
     max_samples: int | None = Field(description="Use at most this many rows (None = all).")
@@ -234,6 +241,9 @@ class GRPOStageConfig(_StageBase):
     beta: float = Field(ge=0, description="KL coefficient against the stage's starting model.")
     epsilon: float = Field(gt=0, description="PPO clip range.")
     loss_type: str = Field(description="TRL GRPO loss: grpo, dapo, dr_grpo, bnpo.")
+    baseline: Literal["group_mean", "leave_one_out"] = Field(
+        description="Advantage baseline: the group's mean reward, or the mean of the other samples (NeMo-RL only)."
+    )
     max_completion_length: int = Field(gt=0)
     temperature: float = Field(gt=0)
     top_p: float = Field(gt=0, le=1)

@@ -11,7 +11,13 @@ rendering (``apply_chat_template`` with ``model.enable_thinking``), identical to
   resumed run re-samples exactly what an uninterrupted one would.
 * Generation stops after ``</action>`` (kept in the output) or at the end of the turn.
 * :meth:`VLLMGenerator.score` sums the prompt log-probabilities vLLM returns for the continuation
-  tokens (forced-choice selection).
+  tokens (forced-choice selection). The engine runs with prefix caching off: with it on, vLLM's
+  ``prompt_logprobs`` of a cached prefix depend on which requests ran before (vLLM issue #42019, open;
+  forced choice scores two continuations of one prompt, exactly that case). Sampling loses little:
+  a state's K samples are one request (``n=K``), and prompts rarely share long prefixes otherwise.
+* Prompts go to vLLM as token ids (``{"prompt_token_ids": [...]}``), the way NeMo-RL's vLLM worker
+  passes them (``nemo_rl/models/generation/vllm/utils.py``), so what is scored is exactly what
+  our chat rendering tokenized.
 
 vLLM is imported when the generator is built, never at module import: CI (no GPU, no vLLM) imports
 this module and tests the parts that need no engine (:func:`request_seed`, :func:`sampling_params`).
@@ -78,6 +84,7 @@ class VLLMGenerator:
             max_model_len=model_cfg.max_context_tokens,
             dtype="auto" if model_cfg.dtype == "auto" else model_cfg.dtype,
             seed=0,
+            enable_prefix_caching=False,  # prompt_logprobs are wrong with it on (see the module docstring)
         )
         self.tokenizer = self.llm.get_tokenizer()
 
@@ -94,12 +101,12 @@ class VLLMGenerator:
         self, requests: Sequence[GenerationRequest], n: int, sampling: SamplingConfig, seed: int
     ) -> list[list[str]]:
         """Sample ``n`` responses per request (see :class:`~nemo_act.generation.base.Generator`)."""
-        from vllm import SamplingParams, TokensPrompt
+        from vllm import SamplingParams
 
         out: list[list[str]] = []
         for start in range(0, len(requests), self.batch_size):
             batch = list(requests[start : start + self.batch_size])
-            prompts = [TokensPrompt(prompt_token_ids=self._prompt_ids(r, sampling.max_new_tokens)) for r in batch]
+            prompts = [{"prompt_token_ids": self._prompt_ids(r, sampling.max_new_tokens)} for r in batch]
             params = [SamplingParams(**sampling_params(sampling, n, seed, r.key)) for r in batch]
             results = self.llm.generate(prompts, params, use_tqdm=False)
             out.extend([c.text for c in res.outputs] for res in results)
@@ -107,7 +114,7 @@ class VLLMGenerator:
 
     def score(self, requests: Sequence[GenerationRequest], continuations: Sequence[str]) -> list[float]:
         """Log-likelihood of each continuation (end-of-turn token included) after its prompt."""
-        from vllm import SamplingParams, TokensPrompt
+        from vllm import SamplingParams
 
         eos = self.tokenizer.eos_token or ""
         params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
@@ -119,7 +126,7 @@ class VLLMGenerator:
             for req, cont in batch:
                 p = self._prompt_ids(req, 1)
                 c = self.tokenizer(cont + eos, add_special_tokens=False)["input_ids"]
-                prompts.append(TokensPrompt(prompt_token_ids=p + c))
+                prompts.append({"prompt_token_ids": p + c})
                 spans.append((len(p), p + c))
             for res, (begin, ids) in zip(self.llm.generate(prompts, params, use_tqdm=False), spans, strict=True):
                 logprobs = res.prompt_logprobs

@@ -51,6 +51,7 @@ def _common_args(sc: Any, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
         "lr_scheduler_type": sc.lr_scheduler,
         "warmup_steps": sc.warmup_ratio,  # transformers reads a value < 1 as a ratio of the steps
         "weight_decay": sc.weight_decay,
+        "max_grad_norm": sc.max_grad_norm,
         "per_device_train_batch_size": sc.batch_size,
         "gradient_accumulation_steps": sc.grad_accum,
         "logging_steps": sc.logging_steps,
@@ -103,6 +104,11 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
 
         from nemo_act.engines.local.reward_funcs import action_reward_funcs, selection_reward_funcs
 
+        if sc.baseline != "group_mean":
+            raise ValueError(
+                f"train.{kind}.baseline={sc.baseline}: TRL's GRPOTrainer subtracts the group mean only; "
+                "use group_mean on the local engine (engine=nemo_rl has leave_one_out)"
+            )
         funcs, weights = selection_reward_funcs(cfg) if kind != "rl" else action_reward_funcs(cfg)
         args = GRPOConfig(
             **common,
@@ -110,6 +116,7 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
             beta=sc.beta,
             epsilon=sc.epsilon,
             loss_type=sc.loss_type,
+            scale_rewards="group",  # (r - group mean) / group std: what NeMo-RL's normalize_rewards does
             max_completion_length=sc.max_completion_length,
             temperature=sc.temperature,
             top_p=sc.top_p,

@@ -30,8 +30,9 @@ from nemo_act.config.load import load_config
 from nemo_act.data.io import write_text_atomic
 from nemo_act.engines.local.stages import stage_experiment
 from nemo_act.engines.nemo_rl import recipe
-from nemo_act.engines.nemo_rl.launch import stage_metrics
+from nemo_act.engines.nemo_rl.launch import checkpoint_step, latest_checkpoint, stage_metrics
 from nemo_act.engines.nemo_rl.processors import stage_datums
+from nemo_act.engines.nemo_rl.reward_env import resume_reward_log
 
 
 def nemo_rl_root() -> Path:
@@ -99,6 +100,11 @@ def run(args: argparse.Namespace) -> Path:
     cfg = stage_experiment(args.stage, load_config(args.config, args.overrides))
     rows = _rows(args, cfg)
     master = build(args.stage, cfg, args.init, out, len(rows))
+    resumed_at = checkpoint_step(latest_checkpoint(out / "checkpoints"))
+    for env_cfg in master.get("env", {}).values():
+        if isinstance(env_cfg, dict) and "log_path" in env_cfg:  # our reward environments
+            env_cfg["first_step"] = resumed_at
+            resume_reward_log(env_cfg["log_path"], resumed_at)
     write_text_atomic(out / "nemo_rl" / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(master)))
     tokenizer = get_tokenizer(master["policy"]["tokenizer"])
     task = recipe.TASK_NAME.get(args.stage)

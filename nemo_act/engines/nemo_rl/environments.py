@@ -4,7 +4,8 @@ Importing this module needs NeMo-RL (its release container or a checkout of the 
 ``conf/engine/_nemo_rl_pin.yaml``). :func:`register` puts both environments in NeMo-RL's two
 registries: ``ENV_REGISTRY`` (name -> actor class path, what ``create_env`` looks up) and
 ``ACTOR_ENVIRONMENT_REGISTRY`` (class path -> Python executable; ours need nothing beyond the
-system one). Config of each actor: ``{"values": rewards.<part>, "use_admissible": bool, "log_path": str|None}``
+system one). Config of each actor: ``{"values": rewards.<part>, "use_admissible": bool, "log_path": str|None,
+"first_step": int}`` (``first_step``: the step a resumed stage restarts after)
 (:mod:`.recipe` writes it under ``env.<name>``).
 """
 
@@ -27,7 +28,7 @@ class _RewardEnvironment(EnvironmentInterface):
     core: type[SelectionRewardEnv] | type[ActionRewardEnv]
 
     def __init__(self, cfg: dict[str, Any]) -> None:
-        self._core = self.core(cfg["values"], cfg["use_admissible"], cfg.get("log_path"))
+        self._core = self.core(cfg["values"], cfg["use_admissible"], cfg.get("log_path"), cfg.get("first_step", 0))
 
     def step(self, message_log_batch, metadata) -> EnvironmentReturn:
         """Score one turn of a batch: rewards ``[B, 3]`` (accuracy, admissible, format)."""

@@ -20,17 +20,15 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import write_text_atomic
+from nemo_act.engines.nemo_rl import interpreters
 
-REPO = Path(__file__).resolve().parents[3]
-CONVERT = REPO / "tools" / "convert"
-EXPORT_TOOL = CONVERT / "megatron_to_hf.py"
+EXPORT_TOOL = interpreters.CONVERT / "megatron_to_hf.py"
 _STEP = re.compile(r"^step_(\d+)$")
 # NeMo-RL metric names -> the names the local engine (TRL) logs, so `nemo-act report` plots both.
 METRIC_ALIASES = {"train/loss": "loss", "train/reward": "reward"}
@@ -45,23 +43,43 @@ REWARD_ALIASES = {
 
 
 def driver_command(kind: str, init: str, out: Path) -> list[str]:
-    """The driver process of a stage (reads ``out/experiment.yaml`` and ``out/rows.jsonl``)."""
-    return [
-        sys.executable, "-m", "nemo_act.engines.nemo_rl.driver",
+    """The driver process of a stage (reads ``out/experiment.yaml`` and ``out/rows.jsonl``).
+
+    Runs with the image's default Python (NeMo-RL, Ray), see :mod:`.interpreters`.
+    """
+    argv = [
+        "-m", "nemo_act.engines.nemo_rl.driver",
         "--stage", kind, "--init", init, "--config", str(out / "experiment.yaml"),
         "--rows", str(out / "rows.jsonl"), "--out", str(out),
     ]  # fmt: skip
+    return interpreters.command("driver", argv)
 
 
 def export_command(weights: Path, init: str, out: Path) -> list[str]:
-    """The Megatron -> HF export of a stage's final weights (architecture and tokenizer from ``init``)."""
-    return [sys.executable, str(EXPORT_TOOL), "--megatron-ckpt", str(weights), "--hf-ref", init, "--out", str(out)]
+    """The Megatron -> HF export of a stage's final weights (architecture and tokenizer from ``init``).
+
+    Runs with NeMo-RL's Megatron worker venv (Megatron-Bridge), on CPU over gloo as NeMo-RL's own
+    ``export_model_from_megatron`` does (``nemo_rl/models/megatron/community_import.py``), so the
+    weights and the logit check are float32 on both sides whatever the training precision.
+    """
+    argv = [str(EXPORT_TOOL), "--megatron-ckpt", str(weights), "--hf-ref", init, "--out", str(out), "--device", "cpu"]
+    return interpreters.command("export", argv)
 
 
 def latest_checkpoint(checkpoint_dir: Path) -> Path | None:
     """The newest finished NeMo-RL checkpoint (``step_<N>``; unfinished ones are ``tmp_step_<N>``)."""
     steps = [(int(m.group(1)), p) for p in checkpoint_dir.glob("step_*") if (m := _STEP.match(p.name)) and p.is_dir()]
     return max(steps)[1] if steps else None
+
+
+def checkpoint_step(step_dir: Path | None) -> int:
+    """The step of a ``step_<N>`` folder (0 for None: a fresh stage)."""
+    if step_dir is None:
+        return 0
+    m = _STEP.match(step_dir.name)
+    if m is None:
+        raise ValueError(f"{step_dir} is not a NeMo-RL step folder (step_<N>)")
+    return int(m.group(1))
 
 
 def megatron_weights(step_dir: Path) -> Path:
@@ -97,37 +115,51 @@ def stage_metrics(scalars: dict[int, dict[str, float]], reward_log: Path | None,
     return lines
 
 
-def stage_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a stage's processes, with our Megatron-Bridge bridges importable everywhere.
+HF_IMPORT = Path("nemo_rl") / "hf_import"  # NeMo-RL's HF -> Megatron conversion of the stage's init
 
-    ``tools/convert`` and its ``autoregister`` folder lead ``PYTHONPATH``, so every process that
-    imports Megatron-Bridge, NeMo-RL's Ray workers included (they inherit the driver's environment),
-    also registers our Olmo-2/3 bridges.
+
+def stage_env(base: dict[str, str] | None = None, out: Path | None = None) -> dict[str, str]:
+    """The environment of a stage's processes.
+
+    :func:`.interpreters.child_env` (our code and bridges importable from every venv; NeMo-RL's Ray
+    workers inherit the driver's environment), and, for a stage folder ``out``,
+    ``NRL_MEGATRON_CHECKPOINT_DIR=<out>/nemo_rl/hf_import``: NeMo-RL v0.7.0 caches its HF -> Megatron
+    conversion under that folder keyed by the model *path* (``models/megatron/setup.py``
+    ``validate_model_paths``: ``model_<path>/iter_0000000`` exists -> "Skipping import"), so one shared
+    cache would hand a stage retrained into the same folder, or after a killed conversion, old or
+    partial weights. Per stage folder, it goes when the stage is retrained (the runner removes the folder).
     """
-    env = dict(os.environ if base is None else base)
-    paths = [str(CONVERT / "autoregister"), str(CONVERT)]
-    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
+    env = interpreters.child_env(base)
+    if out is not None:
+        env["NRL_MEGATRON_CHECKPOINT_DIR"] = str(Path(out) / HF_IMPORT)
     return env
 
 
-def _run(cmd: list[str]) -> None:
+def _run(cmd: list[str], out: Path | None = None) -> None:
     print("+ " + " ".join(cmd), flush=True)
     if os.environ.get("NEMO_ACT_DRY_RUN") == "1":
         return
-    subprocess.run(cmd, check=True, env=stage_env())
+    subprocess.run(cmd, check=True, env=stage_env(out=out))
 
 
 def run_driver(kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: str | Path) -> Path:
     """Hand the stage's inputs over as files in ``out`` and run the NeMo-RL driver on them (no export).
+
+    A stage without a finished NeMo-RL checkpoint starts its HF -> Megatron conversion afresh: a
+    conversion cut short (requeue, crash) never finished a training step, so nothing is lost. With one,
+    the conversion finished before it (NeMo-RL converts before the first step) and is kept: the
+    reference model of a resumed GRPO stage is loaded from it.
 
     Returns:
         ``out``, now holding NeMo-RL's checkpoints, logs and ``metrics.jsonl``.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if latest_checkpoint(out / "checkpoints") is None:
+        shutil.rmtree(out / HF_IMPORT, ignore_errors=True)
     write_text_atomic(out / "experiment.yaml", to_yaml(cfg))
     write_text_atomic(out / "rows.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    _run(driver_command(kind, init, out))
+    _run(driver_command(kind, init, out), out)
     return out
 
 
@@ -161,5 +193,6 @@ def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experimen
     for item in partial.iterdir():  # the HF files land in the stage folder itself
         os.replace(item, out / item.name)
     partial.rmdir()
+    shutil.rmtree(out / HF_IMPORT, ignore_errors=True)  # a copy of init in Megatron format: not needed now
     write_text_atomic(out / "config.yaml", to_yaml(cfg))
     return out

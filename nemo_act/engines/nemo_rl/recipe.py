@@ -15,7 +15,9 @@ How our stage settings map (documented here because NeMo-RL and TRL name them di
   (``policy.train_global_batch_size``); ``/ num_generations`` = ``grpo.num_prompts_per_step``.
 * ``beta`` -> ``loss_fn.reference_policy_kl_penalty``; ``epsilon`` -> ``ratio_clip_min/max``;
   ``loss_type`` grpo -> sequence-level loss, dapo / bnpo -> token-level (NeMo-RL has no dr_grpo).
-* ``max_steps = -1`` -> ``ceil(epochs x steps per epoch)`` from the number of rows.
+* ``max_steps = -1`` -> ``floor(epochs x floor(rows / per step))``: NeMo-RL drops a partial batch.
+* ``max_grad_norm`` -> ``policy.max_grad_norm`` and Megatron ``clip_grad`` (the SFT base has 0).
+* ``baseline`` -> ``grpo.use_leave_one_out_baseline`` (the GRPO base has true; ours: group_mean).
 * ``lr_scheduler`` constant / cosine / linear -> Megatron ``lr_decay_style`` (cosine and linear
   decay to 0 like transformers'); warm-up from 0 over ``warmup_ratio`` of the steps.
 * ``precision: fp8`` -> Transformer Engine blockwise e4m3 training, FP8 vLLM rollouts and the
@@ -41,6 +43,7 @@ TASK_NAME = {"act": "act_selection", "act_noreason": "act_selection", "rl": "act
 _DECAY = {"constant": "constant", "cosine": "cosine", "linear": "linear"}
 _TOKEN_LEVEL = {"grpo": False, "dapo": True, "bnpo": True}
 REWARD_LOG = "reward_parts.jsonl"  # per-step reward parts, written by the reward environment
+FP8_BLOCK = 128  # TE blockwise FP8 (cuBLAS block size), NeMo-RL's models/megatron/data.py
 
 
 def settings(cfg: ExperimentConfig) -> NeMoRLSettings:
@@ -69,13 +72,39 @@ def prompts_per_step(kind: str, cfg: ExperimentConfig) -> int:
     return batch // sc.num_generations
 
 
-def total_steps(kind: str, cfg: ExperimentConfig, n_rows: int) -> int:
-    """Optimizer steps of a stage: ``max_steps``, or ``ceil(epochs x steps per epoch)``."""
+def steps_per_epoch(kind: str, cfg: ExperimentConfig, n_rows: int) -> int:
+    """Optimizer steps in one pass over ``n_rows`` rows, as NeMo-RL's loader makes them.
+
+    NeMo-RL v0.7.0 builds the training loader with ``drop_last=True`` (``algorithms/grpo.py``,
+    ``sft.py``, ``dpo.py``), so a partial last batch is never trained on: ``floor(rows / per step)``.
+
+    Raises:
+        ValueError: The stage has fewer rows than one step takes (NeMo-RL would train 0 steps).
+    """
     sc = stage_config(kind, cfg)
+    rows = min(n_rows, sc.max_samples) if sc.max_samples is not None else n_rows
+    per_step = prompts_per_step(kind, cfg) if ALGORITHM[kind] == "grpo" else global_batch(kind, cfg)
+    what = "prompts" if ALGORITHM[kind] == "grpo" else "sequences"
+    if rows < per_step:
+        raise ValueError(
+            f"stage {kind}: {rows} training rows, fewer than one optimizer step takes ({per_step} {what}: "
+            f"train.{kind}.batch_size x grad_accum{' / num_generations' if what == 'prompts' else ''}); "
+            "NeMo-RL drops a partial batch, so it would train 0 steps. Lower the batch or add data."
+        )
+    return rows // per_step
+
+
+def total_steps(kind: str, cfg: ExperimentConfig, n_rows: int) -> int:
+    """Optimizer steps of a stage: ``max_steps``, or ``floor(epochs x steps per epoch)`` (at least 1).
+
+    The count NeMo-RL will really run, so the learning-rate schedule (``lr_decay_iters``) ends with the
+    stage and a cosine decay reaches its floor.
+    """
+    sc = stage_config(kind, cfg)
+    per_epoch = steps_per_epoch(kind, cfg, n_rows)
     if sc.max_steps > 0:
         return sc.max_steps
-    per_step = prompts_per_step(kind, cfg) if ALGORITHM[kind] == "grpo" else global_batch(kind, cfg)
-    return max(1, math.ceil(sc.epochs * math.ceil(n_rows / per_step)))
+    return max(1, int(sc.epochs * per_epoch))
 
 
 def _policy(kind: str, cfg: ExperimentConfig, init: str, steps: int, max_len: int) -> dict[str, Any]:
@@ -86,6 +115,11 @@ def _policy(kind: str, cfg: ExperimentConfig, init: str, steps: int, max_len: in
     fp8 = n.precision == "fp8"
     kwargs = None if cfg.model.enable_thinking is None else {"enable_thinking": cfg.model.enable_thinking}
     divisible = mg.tensor_parallel * (2 * mg.context_parallel if mg.context_parallel > 1 else 1)
+    if fp8:
+        # TE blockwise FP8 needs each rank's sequence length divisible by 128. NeMo-RL pads to that only
+        # when packing (models/megatron/data.py _get_pack_sequence_parameters_for_megatron); DPO cannot
+        # pack (algorithms/dpo.py asserts), so every FP8 stage pads each sequence to 128 x TP x 2CP itself.
+        divisible *= FP8_BLOCK
     megatron: dict[str, Any] = {
         "enabled": True,
         "tensor_model_parallel_size": mg.tensor_parallel,
@@ -98,6 +132,7 @@ def _policy(kind: str, cfg: ExperimentConfig, init: str, steps: int, max_len: in
             "lr": sc.learning_rate,
             "min_lr": sc.learning_rate if sc.lr_scheduler == "constant" else 0.0,
             "weight_decay": sc.weight_decay,
+            "clip_grad": sc.max_grad_norm,  # the SFT base sets 0 (no clipping)
             "use_distributed_optimizer": mg.distributed_optimizer,
             # NeMo-RL's FP8 recipe turns the precision-aware optimizer off
             **({"use_precision_aware_optimizer": False} if fp8 else {}),
@@ -118,6 +153,7 @@ def _policy(kind: str, cfg: ExperimentConfig, init: str, steps: int, max_len: in
         "model_name": init,
         "tokenizer": {"name": init, "chat_template": "default", "chat_template_kwargs": kwargs},
         "train_global_batch_size": global_batch(kind, cfg),
+        "max_grad_norm": sc.max_grad_norm or None,  # the SFT and DPO bases leave it null
         "train_micro_batch_size": n.micro_batch_size,
         "logprob_batch_size": n.micro_batch_size,
         "max_total_sequence_length": max_len,
@@ -130,10 +166,13 @@ def _policy(kind: str, cfg: ExperimentConfig, init: str, steps: int, max_len: in
     }
 
 
-def _loop(kind: str, cfg: ExperimentConfig, steps: int) -> dict[str, Any]:
-    """The algorithm section's loop keys (same names in NeMo-RL's grpo, sft and dpo sections)."""
+def _loop(kind: str, cfg: ExperimentConfig, steps: int, n_rows: int) -> dict[str, Any]:
+    """The algorithm section's loop keys (same names in NeMo-RL's grpo, sft and dpo sections).
+
+    Enough epochs that NeMo-RL stops at ``max_num_steps``, never at an epoch boundary before it.
+    """
     return {
-        "max_num_epochs": math.ceil(stage_config(kind, cfg).epochs),
+        "max_num_epochs": math.ceil(steps / steps_per_epoch(kind, cfg, n_rows)),
         "max_num_steps": steps,
         "seed": cfg.seed,
         "val_period": 0,  # held-out selection and env eval are the core's, on the exported checkpoint
@@ -195,7 +234,10 @@ def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -
             "num_prompts_per_step": prompts_per_step(kind, cfg),
             "num_generations_per_prompt": sc.num_generations,
             "max_rollout_turns": 1,
-            **_loop(kind, cfg, steps),
+            "normalize_rewards": True,  # (r - baseline) / std, as TRL's scale_rewards="group"
+            "use_leave_one_out_baseline": sc.baseline == "leave_one_out",
+            "adv_estimator": {"use_leave_one_out_baseline": sc.baseline == "leave_one_out"},
+            **_loop(kind, cfg, steps, n_rows),
         },
         "loss_fn": {
             "reference_policy_kl_penalty": sc.beta,
@@ -210,7 +252,10 @@ def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -
                 "values": values.model_dump(),
                 "use_admissible": cfg.benchmark.admissible_reward,
                 "log_path": str(out / REWARD_LOG),
-            }
+            },
+            # v0.7.0 grpo_train dumps every sample's tokens to train_data_step<N>.jsonl each step unless
+            # this is set (algorithms/grpo.py _should_log_nemo_gym_responses): hundreds of MB per step here
+            "should_log_nemo_gym_responses": not n.dump_train_data,
         },
         **_common(kind, cfg, out),
     }
@@ -219,12 +264,14 @@ def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -
 def _sft(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -> dict[str, Any]:
     sc = stage_config(kind, cfg)
     steps = total_steps(kind, cfg, n_rows)
-    section = _loop(kind, cfg, steps)
+    section = _loop(kind, cfg, steps, n_rows)
     overlay: dict[str, Any] = {
         "policy": _policy(kind, cfg, init, steps, sc.max_length),  # type: ignore[attr-defined]
         **_common(kind, cfg, out),
     }
     if ALGORITHM[kind] == "dpo":
+        # algorithms/dpo.py asserts both off (chosen/rejected must stay side by side in a batch)
+        overlay["policy"] |= {"sequence_packing": {"enabled": False}, "dynamic_batching": {"enabled": False}}
         section |= {"reference_policy_kl_penalty": sc.beta, "preference_loss_weight": 1, "sft_loss_weight": 0}  # type: ignore[attr-defined]
         overlay["dpo"] = section
     else:

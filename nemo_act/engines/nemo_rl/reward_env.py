@@ -82,13 +82,17 @@ def batch_summary(parts: Sequence[RewardParts], selection: bool) -> dict[str, fl
 
 
 class _Logged:
-    """Appends :func:`batch_summary` of every step to ``log_path`` (None: no log)."""
+    """Appends :func:`batch_summary` of every step to ``log_path`` (None: no log).
+
+    ``first_step`` is the GRPO step a resumed stage restarts after (its newest checkpoint's): lines
+    are numbered from there, so a requeued stage's reward parts line up with NeMo-RL's own steps.
+    """
 
     selection = False
 
-    def __init__(self, log_path: str | Path | None) -> None:
+    def __init__(self, log_path: str | Path | None, first_step: int = 0) -> None:
         self.log_path = Path(log_path) if log_path else None
-        self.calls = 0
+        self.calls = first_step
 
     def _log(self, parts: list[RewardParts]) -> None:
         self.calls += 1
@@ -107,14 +111,19 @@ class SelectionRewardEnv(_Logged):
         values: ``rewards.selection``.
         use_admissible: ``benchmark.admissible_reward`` (False for WebShop).
         log_path: JSONL file that gets one summary line per ``step`` (None: no log).
+        first_step: Step the stage resumes after (0 for a fresh stage).
     """
 
     selection = True
 
     def __init__(
-        self, values: SelectionRewardConfig | dict, use_admissible: bool, log_path: str | Path | None = None
+        self,
+        values: SelectionRewardConfig | dict,
+        use_admissible: bool,
+        log_path: str | Path | None = None,
+        first_step: int = 0,
     ) -> None:
-        super().__init__(log_path)
+        super().__init__(log_path, first_step)
         self.values = SelectionRewardConfig.model_validate(values)
         self.use_admissible = use_admissible
 
@@ -143,10 +152,17 @@ class ActionRewardEnv(_Logged):
         values: ``rewards.action``.
         use_admissible: ``benchmark.admissible_reward``.
         log_path: JSONL file that gets one summary line per ``step`` (None: no log).
+        first_step: Step the stage resumes after (0 for a fresh stage).
     """
 
-    def __init__(self, values: RewardValues | dict, use_admissible: bool, log_path: str | Path | None = None) -> None:
-        super().__init__(log_path)
+    def __init__(
+        self,
+        values: RewardValues | dict,
+        use_admissible: bool,
+        log_path: str | Path | None = None,
+        first_step: int = 0,
+    ) -> None:
+        super().__init__(log_path, first_step)
         self.values = RewardValues.model_validate(values)
         self.use_admissible = use_admissible
 
@@ -160,3 +176,17 @@ class ActionRewardEnv(_Logged):
         ]
         self._log(parts)
         return _step(parts)
+
+
+def resume_reward_log(log_path: str | Path, step: int) -> None:
+    """Keep the lines of steps ``<= step`` (a resumed stage redoes the steps after its checkpoint).
+
+    Rewritten atomically; a missing log stays missing.
+    """
+    from nemo_act.data.io import write_text_atomic
+
+    path = Path(log_path)
+    if not path.exists():
+        return
+    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["call"] <= step]
+    write_text_atomic(path, "".join(line + "\n" for line in kept))
