@@ -192,6 +192,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cluster_check(args: argparse.Namespace) -> int:
+    """Preflight checks of a cluster run (models offline, every step's interpreter, the simulator)."""
+    from nemo_act.engines.nemo_rl.preflight import print_checks, run_checks
+
+    checks = run_checks(load_config(args.pipeline, args.overrides))
+    print_checks(checks)
+    failed = [c for c in checks if not c.ok]
+    for c in failed:
+        print(f"error: {c.name}: {c.detail}", file=sys.stderr)
+    print(f"{len(checks) - len(failed)} of {len(checks)} checks passed")
+    return 1 if failed else 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Print the results table of run folders and write the plots."""
     from rich.console import Console
@@ -325,6 +338,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", default=None, help="run folder (default: run_dir of the config)")
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("cluster-check", help="preflight of a cluster run: models offline, interpreters, simulator")
+    p.add_argument("pipeline", help="recipe or pipeline config (conf/recipes/...)")
+    p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
+    p.set_defaults(func=cmd_cluster_check)
 
     p = sub.add_parser("report", help="results table and plots of finished runs")
     p.add_argument("runs", nargs="+", help="run folders")

@@ -14,6 +14,7 @@ the pair sampling they run, the interpreter checks) is real.
 """
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -130,3 +131,51 @@ def test_an_absent_venv_is_named_with_its_step(container):
     os.remove(pythons["mcore"])
     with pytest.raises(InterpreterError, match=r"step 'export' \(Megatron -> HF export\) needs NeMo-RL's Megatron"):
         interpreters.command("export", ["x.py"])
+
+
+def _hf_cache(home: Path, name: str, model_dir: Path) -> Path:
+    """``name`` in an HF hub cache under ``home`` (the layout huggingface_hub writes: refs/main -> snapshot)."""
+    repo = home / "hub" / f"models--{name.replace('/', '--')}"
+    snapshot = repo / "snapshots" / "0123abc"
+    snapshot.mkdir(parents=True)
+    for f in model_dir.iterdir():
+        (snapshot / f.name).symlink_to(f)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abc")
+    return snapshot
+
+
+def test_cluster_check_names_every_missing_model_package_and_program(
+    container, tiny_model_dir, tmp_path, monkeypatch, capsys
+):
+    """``nemo-act cluster-check`` as the job runs it before Ray starts (HF_HUB_OFFLINE=1), in the stand-in image."""
+    from nemo_act.cli import main
+    from nemo_act.config import conf_root
+    from nemo_act.engines.nemo_rl.preflight import run_checks
+
+    pythons, _log = container
+    recipe = str(conf_root() / "recipes" / "scienceworld" / "act-qwen3-4b-2n4g-megatron.yaml")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    (pythons["vllm"].parent.parent / "site" / "scienceworld").mkdir()
+    (pythons["vllm"].parent.parent / "site" / "scienceworld" / "__init__.py").write_text("")
+    _hf_cache(tmp_path / "hf", "Qwen/Qwen3-4B", tiny_model_dir)
+    checks = {c.name: c for c in run_checks(load_config(recipe))}
+    assert checks["model Qwen/Qwen3-4B"].ok
+    assert not checks["model Qwen/Qwen3-8B"].ok and "not in the HF cache" in checks["model Qwen/Qwen3-8B"].detail
+    assert all(checks[f"step {s}"].ok for s in ("pipeline", "pairs", "selection", "driver", "export", "evaluate"))
+    assert checks["scienceworld needs java"].ok == (shutil.which("java") is not None)
+
+    snapshot = _hf_cache(tmp_path / "hf", "Qwen/Qwen3-8B", tiny_model_dir)
+    (snapshot / "model.safetensors").unlink()  # a download cut short
+    (pythons["mcore"].parent.parent / "site" / "megatron" / "bridge" / "__init__.py").unlink()
+    (pythons["mcore"].parent.parent / "site" / "megatron" / "bridge").rmdir()
+    monkeypatch.setenv("PATH", str(pythons["base"].parent))  # no java
+    interpreters.missing_modules.cache_clear()
+    assert main(["cluster-check", recipe]) == 1
+    err = capsys.readouterr().err
+    assert "model Qwen/Qwen3-8B" in err and "lacks config.json or weights" in err
+    assert "step export" in err and "lacks megatron.bridge" in err
+    assert "scienceworld needs java: java is not on PATH" in err
+    assert "step driver" not in err and "model Qwen/Qwen3-4B" not in err

@@ -93,7 +93,7 @@ def test_every_recipe_and_stage_validates_against_the_pinned_master_config(tmp_p
                 m["policy"]["megatron_cfg"]["tensor_model_parallel_size"] == cfg.engine.nemo_rl.megatron.tensor_parallel
             )
             assert m["cluster"]["num_nodes"] == cfg.engine.nemo_rl.cluster.num_nodes
-    act = driver.build("act", cfg, "x", tmp_path, 10)
+    act = driver.build("act", cfg, "x", tmp_path, 5000)
     assert "normalize_rewards" in act["grpo"] and "sequence_packing" in act["policy"]  # kept from the base
     bad = dict(act, grpo=dict(act["grpo"], num_prompts_per_step="many"))
     with pytest.raises(Exception, match="num_prompts_per_step"):

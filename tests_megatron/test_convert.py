@@ -89,3 +89,35 @@ def test_autoregister_makes_any_process_know_the_olmo_bridge(tiny_olmo3: Path):
 
     assert can_handle(f"{convert / 'autoregister'}{os.pathsep}{convert}") == "CAN_HANDLE True"
     assert can_handle(str(convert)) == "CAN_HANDLE False"
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_the_cluster_export_of_a_bf16_training_checkpoint_passes_verify(request, model: str, tmp_path: Path):
+    """The export as the cluster engine runs it: the command ``launch.export_command`` builds (the Megatron venv's
+    Python, ``--device cpu``: gloo, float32, as NeMo-RL's ``export_model_from_megatron`` in
+    ``nemo_rl/models/megatron/community_import.py``), in its own process with the stage environment, on a
+    checkpoint holding bf16 weights at TP=2 as a bf16 training job saves them. Its logit check must pass, and
+    the exported weights must be the checkpoint's bf16 values."""
+    import os
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from nemo_act.engines.nemo_rl import interpreters
+    from nemo_act.engines.nemo_rl.launch import export_command
+
+    hf = request.getfixturevalue(model)
+    ckpt = tmp_path / "megatron"
+    hf_to_megatron.convert(str(hf), str(ckpt), tp=2, device="cpu", check=False, dtype="bfloat16")
+    os.environ["NEMO_ACT_PYTHON_MCORE"] = sys.executable  # this venv stands for the container's Megatron venv
+    try:
+        cmd = export_command(ckpt, str(hf), tmp_path / "hf")
+    finally:
+        del os.environ["NEMO_ACT_PYTHON_MCORE"]
+    assert cmd[0] == sys.executable and cmd[-2:] == ["--device", "cpu"]
+    res = subprocess.run(cmd, env=interpreters.child_env(), capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "verify: max |logit diff|" in res.stdout and " OK" in res.stdout
+    original, exported = _weights(hf), _weights(tmp_path / "hf")
+    assert set(original) == set(exported)
+    assert all(torch.equal(original[k].to(torch.bfloat16), exported[k].to(torch.bfloat16)) for k in original)

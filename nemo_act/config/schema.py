@@ -108,6 +108,8 @@ class _BenchmarkBase(_Strict):
     python_modules: list[str] = Field(
         description="Modules the live env needs (checked in the evaluation step's interpreter before it starts)."
     )
+    executables: list[str] = Field(description="Programs the live env runs (e.g. java), checked on PATH.")
+    live_experts: bool = Field(description="Experts are played in the live env (else read from files).")
 
 
 class ScienceWorldConfig(_BenchmarkBase):

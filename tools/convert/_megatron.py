@@ -59,12 +59,19 @@ def register_our_bridges() -> None:
     register_allowed_target_prefix("olmo3_bridge.")  # checkpoints name our layer spec; let their loader import it
 
 
-def build_model(bridge: Any, tp: int, pp: int, device: str) -> list[Any]:
-    """The Megatron model of ``bridge``'s HF checkpoint with its weights, laid out over TP x PP ranks."""
+def build_model(bridge: Any, tp: int, pp: int, device: str, dtype: str | None = None) -> list[Any]:
+    """The Megatron model of ``bridge``'s HF checkpoint with its weights, laid out over TP x PP ranks.
+
+    ``dtype`` (``float32`` / ``bfloat16``) sets the parameters' type; None: float32 on CPU, the HF
+    config's on GPUs. ``bfloat16`` on CPU writes what a bf16 training job saves (tests of the export).
+    """
     provider = bridge.to_megatron_provider(load_weights=True)
     provider.tensor_model_parallel_size = tp
     provider.pipeline_model_parallel_size = pp
-    provider.params_dtype = torch.float32 if device == "cpu" else provider.params_dtype
+    if dtype is not None:
+        provider.params_dtype = getattr(torch, dtype)
+    elif device == "cpu":
+        provider.params_dtype = torch.float32
     if device == "cpu":
         from megatron.bridge.models.gpt_provider import default_layer_spec, local_layer_spec
 

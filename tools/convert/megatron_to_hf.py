@@ -53,7 +53,9 @@ def export(
         raise FileExistsError(f"{target} is not empty: remove it or choose another --out")
     _megatron.launch(_rank, 1, str(megatron_ckpt), hf_ref, str(target), device, strict)
     print(f"megatron -> hf: {megatron_ckpt} -> {target} ({device})", flush=True)
-    return verify.check(target, megatron_ckpt, device, tolerance or verify.DEFAULT_TOLERANCE[device]) if check else None
+    if not check:
+        return None
+    return verify.check(target, megatron_ckpt, device, tolerance or verify.DEFAULT_TOLERANCE[device][0])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="HF output folder (new)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if visible")
     p.add_argument("--no-verify", action="store_true", help="skip the logit comparison")
-    p.add_argument("--tolerance", type=float, default=None, help=f"default: {verify.DEFAULT_TOLERANCE}")
+    p.add_argument("--tolerance", type=float, default=None, help=f"absolute part; default: {verify.DEFAULT_TOLERANCE}")
     p.add_argument("--no-strict", action="store_true", help="save even when some HF weights have no source")
     a = p.parse_args(argv)
     dev = a.device or verify.default_device()

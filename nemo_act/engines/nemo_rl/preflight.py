@@ -1,0 +1,146 @@
+"""What a cluster job checks before it starts Ray (``nemo-act cluster-check``): engine-free.
+
+Compute nodes usually have no internet and jobs run with ``HF_HUB_OFFLINE=1``, and each step of a
+run uses its own interpreter in the NeMo-RL container (:mod:`.interpreters`). A job that would stop
+an hour in, at its first export or evaluation, stops here instead, before any node-hour is spent on
+Ray and training, with one line per problem:
+
+* every model the pipeline loads (``model.name_or_path``, ``pipeline.init``, ``pipeline.pairs_policy``)
+  is a local HF folder or in the HF cache (``$HF_HOME``), weights included;
+* every step's interpreter imports what the step needs (the pipeline, the NeMo-RL driver, the
+  Megatron export, vLLM generation, the live benchmark env);
+* experts played in the live env find its modules in the pipeline's own interpreter, and the
+  programs it runs (ScienceWorld's ``java``) are on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from nemo_act.config.schema import ExperimentConfig
+from nemo_act.engines.nemo_rl import interpreters
+from nemo_act.stage_data import PAIR_BUILDERS
+
+NOT_MODELS = ("random", "gold")
+AARCH64_HINT = (
+    " On aarch64 (GH200) some simulators have no wheels (ALFWorld's textworld, fast-downward-textworld): "
+    "build them into the image with slurm/build_image.sub, or run the env-bound steps on x86 nodes with "
+    "slurm/act_env_steps.sub (docs: slurm/README.md)."
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One preflight check: what was checked, whether it passed, and why not."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def model_refs(cfg: ExperimentConfig) -> list[str]:
+    """Every model the pipeline loads (starting point, pair sampler), in order, without repeats."""
+    refs = [cfg.pipeline.init or cfg.model.name_or_path, cfg.model.name_or_path, cfg.pipeline.pairs_policy]
+    return list(dict.fromkeys(r for r in refs if r and r not in NOT_MODELS))
+
+
+def _has_weights(folder: Path) -> bool:
+    return any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
+
+
+def check_model(ref: str) -> Check:
+    """A local HF folder, or a hub name already in the HF cache (offline), with config and weights."""
+    folder = Path(ref).expanduser()
+    if folder.is_dir() or ref.startswith(("/", ".", "~")):
+        if not (folder / "config.json").is_file() or not _has_weights(folder):
+            return Check(f"model {ref}", False, f"{folder} is not an HF checkpoint (config.json and weights)")
+        return Check(f"model {ref}", True, str(folder))
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    # read now, not at huggingface_hub's import: the job sets HF_HOME in the container's environment
+    cache = os.environ.get("HF_HUB_CACHE") or str(Path(os.environ.get("HF_HOME", "~/.cache/huggingface")) / "hub")
+    try:
+        snapshot = Path(snapshot_download(ref, cache_dir=Path(cache).expanduser(), local_files_only=True))
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError):
+        return Check(
+            f"model {ref}",
+            False,
+            f"not in the HF cache {cache}: download it once where there is internet "
+            f"(slurm/build_image.sub does, or `hf download {ref}` with the same HF_HOME)",
+        )
+    if not (snapshot / "config.json").is_file() or not _has_weights(snapshot):
+        return Check(f"model {ref}", False, f"{snapshot} lacks config.json or weights: download it again")
+    return Check(f"model {ref}", True, str(snapshot))
+
+
+def job_steps(cfg: ExperimentConfig) -> list[str]:
+    """The kinds of child process a run of ``cfg.pipeline`` starts (see :func:`.interpreters.step`)."""
+    steps = ["pipeline"]
+    if any(k in PAIR_BUILDERS for k in cfg.pipeline.stages):
+        steps += ["pairs", "selection"]
+    if cfg.engine.name == "nemo_rl":
+        steps += ["driver", "export"]
+    if cfg.pipeline.eval.stages != "none":
+        steps.append("evaluate")
+    return steps
+
+
+def _hint() -> str:
+    return AARCH64_HINT if platform.machine() == "aarch64" else ""
+
+
+def check_step(name: str, cfg: ExperimentConfig) -> Check:
+    """The step's interpreter exists and imports what the step needs."""
+    spec = interpreters.step(name, cfg.generation.backend, cfg.benchmark.python_modules)
+    python = interpreters.python_for(spec.venv)
+    try:
+        interpreters.check(name, python, spec)
+    except interpreters.InterpreterError as err:
+        extra = _hint() if name == "evaluate" and "lacks" in str(err) else ""
+        return Check(f"step {name}", False, f"{err}{extra}")
+    return Check(f"step {name}", True, f"{python} ({interpreters.KIND_LABEL[spec.venv]})")
+
+
+def check_benchmark(cfg: ExperimentConfig) -> list[Check]:
+    """Experts played in the live env: its modules in the pipeline's interpreter; its programs on PATH."""
+    out = []
+    bench = cfg.benchmark
+    if bench.live_experts and bench.python_modules:
+        python = interpreters.python_for("base")
+        spec = interpreters.Step("base", tuple(bench.python_modules), f"{bench.name} experts played in the env")
+        try:
+            interpreters.check("experts", python, spec)
+            out.append(Check(f"{bench.name} experts", True, f"{', '.join(bench.python_modules)} in {python}"))
+        except interpreters.InterpreterError as err:
+            out.append(Check(f"{bench.name} experts", False, f"{err}{_hint()}"))
+    for exe in bench.executables:
+        found = shutil.which(exe)
+        detail = found or f"{exe} is not on PATH ({bench.name} runs it): the prepared image adds a JRE"
+        out.append(Check(f"{bench.name} needs {exe}", found is not None, detail))
+    return out
+
+
+def run_checks(cfg: ExperimentConfig) -> list[Check]:
+    """Every preflight check of a cluster run, in the order a job meets them."""
+    checks = [check_model(ref) for ref in model_refs(cfg)]
+    checks += check_benchmark(cfg)
+    checks += [check_step(name, cfg) for name in job_steps(cfg)]
+    return checks
+
+
+def print_checks(checks: list[Check]) -> None:
+    """A table of the checks (rich)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="cluster preflight checks", show_lines=False)
+    for col in ("check", "", "detail"):
+        table.add_column(col, overflow="fold")
+    for c in checks:
+        table.add_row(c.name, "[green]ok[/]" if c.ok else "[red]FAIL[/]", c.detail)
+    Console(width=160).print(table)
