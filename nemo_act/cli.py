@@ -7,6 +7,7 @@ Every subcommand takes ``--config FILE`` (default ``conf/config.yaml``) and trai
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -187,6 +188,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from nemo_act.pipeline import PipelineRunner
 
     cfg = load_config(args.pipeline, args.overrides)
+    if os.environ.get("NEMO_ACT_DRY_RUN") == "1":  # the whole plan, nothing run
+        PipelineRunner(cfg, args.run_dir).print_plan()
+        return 0
     log = PipelineRunner(cfg, args.run_dir).run()
     print(f"pipeline {log['pipeline']} finished: {log['final_checkpoint']}")
     return 0

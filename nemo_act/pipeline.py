@@ -290,6 +290,67 @@ class PipelineRunner:
         write_text_atomic(self.dir / "run.json", json.dumps(self.log, indent=2, default=str) + "\n")
         return self.log
 
+    # ---- the plan (NEMO_ACT_DRY_RUN=1) -----------------------------------------------------------
+    def plan(self) -> list[dict[str, str]]:
+        """Every step :meth:`run` takes, in order, with its interpreter, inputs and outputs; nothing runs.
+
+        On the cluster engine the interpreter is the one the step gets in the NeMo-RL image (see
+        :mod:`nemo_act.engines.nemo_rl.interpreters`); on the local engine everything runs here.
+        """
+        from nemo_act.engines.nemo_rl import interpreters
+
+        cfg, d, data = self.cfg, self.dir, self.data_dir
+        backend, mods = cfg.generation.backend, cfg.benchmark.python_modules
+
+        def py(step: str) -> str:
+            return interpreters.python_for(interpreters.step(step, backend, mods).venv) if self.isolate else "(here)"
+
+        rows: list[dict[str, str]] = []
+
+        def add(step: str, python: str, inputs: str, outputs: str) -> None:
+            rows.append({"step": step, "python": python, "inputs": inputs, "outputs": str(outputs)})
+
+        src = cfg.pipeline.experts
+        add("experts", py("experts"), f"{cfg.benchmark.name} {src.split}", data / "experts.jsonl")
+        policy = cfg.pipeline.pairs_policy or self.init
+        has_pairs = any(k in PAIR_STAGES for k in cfg.pipeline.stages)
+        if has_pairs:
+            add("pairs", py("pairs"), f"experts.jsonl, policy {policy}", data / "pairs.jsonl")
+            held = cfg.pipeline.heldout
+            add("experts", py("experts"), f"{cfg.benchmark.name} {held.split}", data / "heldout_experts.jsonl")
+            add("pairs", py("pairs"), f"heldout_experts.jsonl, policy {policy}", data / "heldout_pairs.jsonl")
+            add("selection", py("selection"), f"{self.init}, heldout_pairs.jsonl", d / "selection" / "init.json")
+        ckpt, checkpoints = self.init, []
+        for i, kind in enumerate(cfg.pipeline.stages, start=1):
+            out = d / "stages" / f"{i:02d}_{kind}"
+            rows_from = "pairs.jsonl" if kind in PAIR_STAGES else "experts.jsonl"
+            if self.isolate:
+                add(f"train {kind}", py("driver"), f"{ckpt}, {rows_from}", out / "checkpoints")
+                add(f"export {kind}", py("export"), f"{out / 'checkpoints'}/step_<last>", out)
+            else:
+                add(f"train {kind}", "(here)", f"{ckpt}, {rows_from}", out)
+            ckpt = str(out)
+            checkpoints.append(ckpt)
+            if kind in PAIR_STAGES:
+                sel = d / "selection" / f"{out.name}.json"
+                add("selection", py("selection"), f"{out.name}, heldout_pairs.jsonl", sel)
+        which = {"final": checkpoints[-1:], "all": checkpoints, "none": []}[cfg.pipeline.eval.stages]
+        ev = cfg.pipeline.eval
+        for c in which:
+            name = Path(c).name
+            add("evaluate", py("evaluate"), f"{name}, {cfg.benchmark.name} {ev.split}", d / "eval" / name)
+        return rows
+
+    def print_plan(self) -> list[dict[str, str]]:
+        """:meth:`plan`, one line per step (whole paths, so a job log can be searched)."""
+        rows = self.plan()
+        print(f"plan of {self.cfg.pipeline.name} ({self.cfg.engine.name} engine) in {self.dir}:")
+        width = max(len(r["step"]) for r in rows)
+        for n, r in enumerate(rows, start=1):
+            print(f"{n:>3}. {r['step']:<{width}}  python: {r['python']}")
+            print(f"     {'':<{width}}  in: {r['inputs']}  ->  out: {r['outputs']}")
+        return rows
+
 
 STEPS = ("pairs", "selection", "evaluate")
 

