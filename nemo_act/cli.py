@@ -191,21 +191,41 @@ def cmd_run(args: argparse.Namespace) -> int:
     if os.environ.get("NEMO_ACT_DRY_RUN") == "1":  # the whole plan, nothing run
         PipelineRunner(cfg, args.run_dir).print_plan()
         return 0
-    log = PipelineRunner(cfg, args.run_dir).run()
-    print(f"pipeline {log['pipeline']} finished: {log['final_checkpoint']}")
+    log = PipelineRunner(cfg, args.run_dir).run(only=args.only)
+    if args.only == "experts":
+        print(f"experts collected: {', '.join(log['experts'])}")
+    else:
+        print(f"pipeline {log['pipeline']} {'evaluated' if args.only else 'finished'}: {log['final_checkpoint']}")
     return 0
 
 
 def cmd_cluster_check(args: argparse.Namespace) -> int:
     """Preflight checks of a cluster run (models offline, every step's interpreter, the simulator)."""
-    from nemo_act.engines.nemo_rl.preflight import print_checks, run_checks
+    from nemo_act.engines.nemo_rl.preflight import download_models, print_checks, run_checks
 
-    checks = run_checks(load_config(args.pipeline, args.overrides))
+    cfg = load_config(args.pipeline, args.overrides)
+    if args.download_models:
+        download_models(cfg)
+    checks = run_checks(cfg, Path(args.run_dir) if args.run_dir else None)
     print_checks(checks)
     failed = [c for c in checks if not c.ok]
     for c in failed:
         print(f"error: {c.name}: {c.detail}", file=sys.stderr)
     print(f"{len(checks) - len(failed)} of {len(checks)} checks passed")
+    return 1 if failed else 0
+
+
+def cmd_checklist(args: argparse.Namespace) -> int:
+    """Which steps of a run finished, and where each one's log is (printed by slurm/act_preflight.sub)."""
+    from nemo_act.pipeline import PipelineRunner
+
+    rows = PipelineRunner(load_config(args.pipeline, args.overrides), args.run_dir).checklist(args.log_dir)
+    width = max(len(r["step"]) for r in rows)
+    for r in rows:
+        mark = "[ ok ]" if r["ok"] == "ok" else "[FAIL]"
+        print(f"{mark} {r['step']:<{width}}  log: {r['log']}")
+    failed = sum(r["ok"] != "ok" for r in rows)
+    print(f"{len(rows) - failed} of {len(rows)} steps passed")
     return 1 if failed else 0
 
 
@@ -340,13 +360,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a pipeline: data, stages, evaluation (skips finished stages)")
     p.add_argument("pipeline", help="pipeline config, e.g. conf/pipeline/act_il_rl.yaml")
     p.add_argument("--run-dir", default=None, help="run folder (default: run_dir of the config)")
+    p.add_argument(
+        "--only", choices=["experts", "evaluate"], default=None, help="run only the env-bound steps (other nodes)"
+    )
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("cluster-check", help="preflight of a cluster run: models offline, interpreters, simulator")
     p.add_argument("pipeline", help="recipe or pipeline config (conf/recipes/...)")
+    p.add_argument("--run-dir", default=None, help="the run folder (experts already collected there count)")
+    p.add_argument("--download-models", action="store_true", help="first download the models (needs internet)")
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
     p.set_defaults(func=cmd_cluster_check)
+
+    p = sub.add_parser("checklist", help="which steps of a run finished, and where each one's log is")
+    p.add_argument("pipeline", help="the run's recipe or pipeline config")
+    p.add_argument("--run-dir", default=None, help="run folder (default: run_dir of the config)")
+    p.add_argument("--log-dir", default=None, help="a Slurm job's log dir (adds its preflight and Ray steps)")
+    p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
+    p.set_defaults(func=cmd_checklist)
 
     p = sub.add_parser("report", help="results table and plots of finished runs")
     p.add_argument("runs", nargs="+", help="run folders")

@@ -265,14 +265,43 @@ class PipelineRunner:
         )
 
     # ---- the whole run ----------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
-        """Collect data, train every stage, evaluate; write ``run.json``. Returns the run log."""
+    def trained_checkpoints(self) -> list[str]:
+        """The stage folders of this run that finished, in pipeline order (stops at the first unfinished)."""
+        out = []
+        for i, kind in enumerate(self.cfg.pipeline.stages, start=1):
+            marker = self.dir / "stages" / f"{i:02d}_{kind}" / "stage.json"
+            if not marker.exists() or not json.loads(marker.read_text())["complete"]:
+                break
+            out.append(str(marker.parent))
+        return out
+
+    def run(self, only: str | None = None) -> dict[str, Any]:
+        """Collect data, train every stage, evaluate; write ``run.json``. Returns the run log.
+
+        Args:
+            only: ``experts``: collect the expert trajectories (train and held-out) and stop;
+                ``evaluate``: evaluate the finished stages (``pipeline.eval.stages``) and stop. These
+                let the env-bound steps run on other nodes than training (slurm/env_steps.sub).
+        """
+        if only not in (None, "experts", "evaluate"):
+            raise ValueError(f"--only {only}: choose experts or evaluate")
         self.dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.dir / "config.yaml", to_yaml(self.cfg))
         stages = self.cfg.pipeline.stages
+        has_pairs = any(k in PAIR_STAGES for k in stages)
+        if only == "experts":
+            self.log["experts"] = [str(self.experts("experts"))]
+            if has_pairs:
+                self.log["experts"].append(str(self.experts("heldout")))
+            return self.log
+        if only == "evaluate":
+            checkpoints = self.trained_checkpoints()
+            if not checkpoints:
+                raise ValueError(f"{self.dir}: no finished stage to evaluate")
+            return self._evaluate(checkpoints)
         experts = self.experts("experts")
         pairs = heldout_pairs = None
-        if any(k in PAIR_STAGES for k in stages):
+        if has_pairs:
             pairs = self.pairs(experts, "pairs.jsonl")
             heldout_pairs = self.pairs(self.experts("heldout"), "heldout_pairs.jsonl")
             self.log["selection"] = {"init": self.selection("init", self.init, heldout_pairs)}
@@ -283,9 +312,12 @@ class PipelineRunner:
             checkpoints.append(ckpt)
             if kind in PAIR_STAGES and heldout_pairs is not None:
                 self.log["selection"][Path(ckpt).name] = self.selection(Path(ckpt).name, ckpt, heldout_pairs)
+        return self._evaluate(checkpoints)
+
+    def _evaluate(self, checkpoints: list[str]) -> dict[str, Any]:
         which = {"final": checkpoints[-1:], "all": checkpoints, "none": []}[self.cfg.pipeline.eval.stages]
         self.log["eval"] = {Path(c).name: self.evaluate(Path(c).name, c) for c in which}
-        self.log["final_checkpoint"] = ckpt
+        self.log["final_checkpoint"] = checkpoints[-1]
         self.log["finished"] = time.time()
         write_text_atomic(self.dir / "run.json", json.dumps(self.log, indent=2, default=str) + "\n")
         return self.log
@@ -350,6 +382,50 @@ class PipelineRunner:
             print(f"{n:>3}. {r['step']:<{width}}  python: {r['python']}")
             print(f"     {'':<{width}}  in: {r['inputs']}  ->  out: {r['outputs']}")
         return rows
+
+    def checklist(self, log_dir: str | Path | None = None) -> list[dict[str, str]]:
+        """Each step of :meth:`plan` with ``ok`` / ``missing`` and where its log is (the preflight's report).
+
+        A step is ``ok`` when its output is finished: a manifest beside a data file, a ``stage.json``
+        marked complete (train), an HF ``config.json`` in the stage folder (export), a result file
+        (selection, evaluation). With ``log_dir`` (a Slurm job's), the job's own steps come first:
+        the preflight checks and Ray.
+        """
+        from nemo_act.data.manifest import manifest_path
+
+        rows: list[dict[str, str]] = []
+        job_log = str(Path(log_dir) / "pipeline.log") if log_dir else "(console)"
+        if log_dir is not None:
+            check_log = Path(log_dir) / "cluster-check.log"
+            passed = (
+                check_log.exists()
+                and " checks passed" in check_log.read_text()
+                and "error:" not in check_log.read_text()
+            )
+            rows.append({"step": "preflight checks", "ok": passed, "log": str(check_log)})
+            ray_up = (Path(log_dir) / "STARTED_RAY_HEAD").exists()
+            rows.append({"step": "Ray head up", "ok": ray_up, "log": str(Path(log_dir) / "ray-head.log")})
+        for r in self.plan():
+            out = Path(r["outputs"])
+            step = r["step"]
+            if step in ("experts", "pairs"):
+                ok, log = manifest_path(out).exists(), job_log
+            elif step.startswith("train "):
+                stage = out.parent if out.name == "checkpoints" else out
+                marker = stage / "stage.json"
+                done = marker.exists() and json.loads(marker.read_text())["complete"]
+                ok, log = done or any(out.glob("step_*")), str(stage / "nemo_rl" / "logs")
+            elif step.startswith("export "):
+                marker = out / "stage.json"
+                ok = (out / "config.json").exists() and marker.exists() and json.loads(marker.read_text())["complete"]
+                log = job_log
+            elif step == "evaluate":
+                ok, log = (out / "summary.json").exists(), job_log
+            else:
+                ok, log = out.exists(), job_log
+            stage = out.parent.name if out.name == "checkpoints" else out.name
+            rows.append({"step": f"{step}: {stage}", "ok": ok, "log": log})
+        return [dict(r, ok="ok" if r["ok"] else "missing") for r in rows]
 
 
 STEPS = ("pairs", "selection", "evaluate")

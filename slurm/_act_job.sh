@@ -17,74 +17,21 @@
 # our code reaches every venv of the image through PYTHONPATH (nemo_act/engines/nemo_rl/interpreters.py).
 # NEMO_ACT_DRY_RUN=1 prints every command, then the pipeline's whole plan, and runs nothing.
 
-set -euo pipefail
 : "${RECIPE_STEM:?set by the slurm/act_*.sub file that sources this one}"
+# shellcheck source=slurm/_common.sh
+source "${NEMO_ACT_REPO:-${SLURM_SUBMIT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}}/slurm/_common.sh"
 
-REPO=${NEMO_ACT_REPO:-${SLURM_SUBMIT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}}
-ENV_FILE=${NEMO_ACT_ENV_FILE:-$REPO/slurm/cluster.env}
-DRY_RUN=${NEMO_ACT_DRY_RUN:-0}
-
-if [[ -z "${SLURM_JOB_NODELIST:-}" ]]; then
-  echo "error: not inside a Slurm job (SLURM_JOB_NODELIST is unset): submit it with sbatch;" \
-    "to see its commands here: NEMO_ACT_DRY_RUN=1 SLURM_JOB_NODELIST='node[1-4]' bash ${BASH_SOURCE[1]:-$0}" >&2
-  exit 2
-fi
-
-if [[ -f "$ENV_FILE" ]]; then
-  set -a
-  # shellcheck source=/dev/null
-  source "$ENV_FILE"
-  set +a
-elif [[ "$DRY_RUN" != 1 ]]; then
-  echo "error: $ENV_FILE not found: copy slurm/cluster.env.example to slurm/cluster.env and fill it in" >&2
-  exit 2
-fi
-
-# A docker reference (registry/namespace/image:tag) -> pyxis/enroot's syntax (registry#namespace/image:tag):
-# pyxis reads `--container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH`, and without the `#` enroot looks the
-# whole name up on Docker Hub. Files (a squashfs from build_image.sub) pass unchanged.
-pyxis_image() {
-  local ref=$1 first
-  if [[ $ref == /* || $ref == ./* || $ref == *.sqsh || $ref == *#* || $ref != */* ]]; then
-    echo "$ref"
-    return
-  fi
-  first=${ref%%/*}
-  if [[ $first == *.* || $first == *:* || $first == localhost ]]; then echo "$first#${ref#*/}"; else echo "$ref"; fi
-}
-
-PIN_FILE=$REPO/conf/engine/_nemo_rl_pin.yaml
-RELEASE_IMAGE=$(sed -n 's/^nemo_rl_container: *//p' "$PIN_FILE")
-CONTAINER=$(pyxis_image "${CONTAINER:-$RELEASE_IMAGE}")
-MOUNTS=${MOUNTS:-$REPO:$REPO}
+CONTAINER=$(pyxis_image "${CONTAINER:-$RELEASE_IMAGE}")  # the prepared image (build_image.sub) in cluster.env
 BENCHMARK=${NEMO_ACT_BENCHMARK:-alfworld}
-PRECISION=${NEMO_ACT_PRECISION:-bf16}
 RAY_WAIT_SECONDS=${RAY_WAIT_SECONDS:-1800}   # how long the nodes may take to join Ray (ray.sub: 30 min)
 NEMO_RL_DIR=${NEMO_RL_DIR:-/opt/nemo-rl}
 read -r -a OVERRIDES <<< "${NEMO_ACT_OVERRIDES:-}"
-
-case "$PRECISION" in
-  bf16) RECIPE=conf/recipes/$BENCHMARK/$RECIPE_STEM.yaml ;;
-  fp8) RECIPE=conf/recipes/$BENCHMARK/$RECIPE_STEM-fp8.yaml ;;
-  *) echo "error: NEMO_ACT_PRECISION=$PRECISION: use bf16 or fp8" >&2; exit 2 ;;
-esac
-if [[ ! -f "$REPO/$RECIPE" ]]; then
-  echo "error: no recipe $RECIPE (NEMO_ACT_BENCHMARK=$BENCHMARK: alfworld, webshop or scienceworld)" >&2
-  exit 2
-fi
+RECIPE=$(recipe_for "$RECIPE_STEM")
 
 RUN_NAME=$(basename "$RECIPE" .yaml)
 RUN_DIR=${RUNS_ROOT:-$REPO/runs}/$BENCHMARK/$RUN_NAME
-JOB_ID=${SLURM_JOB_ID:-dry-run}
 LOG_DIR=$RUN_DIR/logs/job-$JOB_ID
 GPUS_PER_NODE=${SLURM_GPUS_ON_NODE:-4}
-mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
-if (( ${#NODES[@]} == 0 )); then
-  echo "error: scontrol found no nodes in SLURM_JOB_NODELIST=$SLURM_JOB_NODELIST" >&2
-  exit 2
-fi
-NUM_NODES=${#NODES[@]}
-HEAD=${NODES[0]}
 
 CONTAINER_ARGS=(
   --container-image="$CONTAINER"
@@ -97,25 +44,14 @@ CONTAINER_ARGS=(
 export LOG_DIR GPUS_PER_NODE NEMO_RL_DIR HF_HUB_OFFLINE=1 PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 SRUN=(srun --overlap --export=ALL)
 
-show() {  # print a command as a shell would re-read it
-  printf '+'
-  printf ' %q' "$@"
-}
-
-run() {  # print, then run unless dry
-  show "$@"
-  echo
-  if [[ "$DRY_RUN" != 1 ]]; then "$@"; fi
-}
-
-run_bg() {  # print, then start in the background unless dry
-  show "$@"
-  echo " &"
-  if [[ "$DRY_RUN" != 1 ]]; then "$@" & BG_PIDS+=($!); fi
-}
-
-BG_PIDS=()
+CHECKLIST=("${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}"
+  python -m nemo_act.cli checklist "$RECIPE" --run-dir "$RUN_DIR" --log-dir "$LOG_DIR" "${OVERRIDES[@]}")
 cleanup() {
+  local status=$?
+  if [[ "${NEMO_ACT_CHECKLIST:-0}" == 1 && "$DRY_RUN" != 1 ]]; then  # act_preflight.sub: pass/fail per step
+    echo "nemo-act: checklist (exit $status)"
+    "${CHECKLIST[@]}" || true
+  fi
   if [[ "$DRY_RUN" != 1 ]]; then touch "$LOG_DIR/ENDED" 2>/dev/null || true; fi  # Ray nodes stop themselves
   for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
 }
@@ -130,7 +66,7 @@ run rm -f "$LOG_DIR/STARTED_RAY_HEAD" "$LOG_DIR/ENDED"
 
 # 1. preflight, before Ray: models offline, interpreters, simulator (nemo_act/engines/nemo_rl/preflight.py)
 if ! run "${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}" --output="$LOG_DIR/cluster-check.log" \
-  python -m nemo_act.cli cluster-check "$RECIPE" "${OVERRIDES[@]}"; then
+  python -m nemo_act.cli cluster-check "$RECIPE" --run-dir "$RUN_DIR" "${OVERRIDES[@]}"; then
   echo "error: preflight checks failed (see $LOG_DIR/cluster-check.log); nothing was started" >&2
   exit 1
 fi
@@ -199,6 +135,10 @@ else
   echo "nemo-act: the pipeline's plan (printed by $PLAN_PYTHON here; in the job each step runs as listed):"
   if ! NRL_CONTAINER=1 "$PLAN_PYTHON" -m nemo_act.cli run "$REPO/$RECIPE" --run-dir "$RUN_DIR" "${OVERRIDES[@]}"; then
     echo "nemo-act: (no plan: $PLAN_PYTHON cannot import nemo_act; set NEMO_ACT_PLAN_PYTHON to one that can)"
+  fi
+  if [[ "${NEMO_ACT_CHECKLIST:-0}" == 1 ]]; then
+    show "${CHECKLIST[@]}"
+    echo "   # at the end, also after a failure"
   fi
   echo "nemo-act: dry run, nothing was started"
 fi

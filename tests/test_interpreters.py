@@ -179,3 +179,27 @@ def test_cluster_check_names_every_missing_model_package_and_program(
     assert "step export" in err and "lacks megatron.bridge" in err
     assert "scienceworld needs java: java is not on PATH" in err
     assert "step driver" not in err and "model Qwen/Qwen3-4B" not in err
+
+
+def test_env_bound_steps_run_alone_and_the_preflight_counts_collected_experts(cfg, tmp_path, sw_fast_tasks):
+    """``nemo-act run --only experts`` (slurm/env_steps.sub on x86 nodes) collects what the training job's
+    preflight then accepts in place of the simulator; ``--only evaluate`` needs finished stages."""
+    from nemo_act.engines.nemo_rl.preflight import check_benchmark
+    from nemo_act.pipeline import PipelineRunner
+
+    pytest.importorskip("scienceworld")
+    if shutil.which("java") is None:
+        pytest.skip("ScienceWorld needs Java")
+    src = {"split": "test", "tasks": sw_fast_tasks[:1], "max_variations": 1}
+    run_cfg = load_config(
+        overrides=[f"pipeline.experts={src}".replace("'", ""), f"pipeline.heldout={src}".replace("'", "")]
+    )
+    run = tmp_path / "run"
+    assert check_benchmark(run_cfg, run)[0].detail.startswith("scienceworld in ")  # not collected yet
+    log = PipelineRunner(run_cfg, run).run(only="experts")
+    assert [Path(p).name for p in log["experts"]] == ["experts.jsonl", "heldout_experts.jsonl"]
+    (done,) = check_benchmark(run_cfg.model_copy(update={"benchmark": run_cfg.benchmark}), run)
+    assert done.ok and done.detail.startswith("collected already:")
+    assert not (run / "stages").exists() and not (run / "data" / "pairs.jsonl").exists()
+    with pytest.raises(ValueError, match="no finished stage to evaluate"):
+        PipelineRunner(run_cfg, run).run(only="evaluate")

