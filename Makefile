@@ -23,7 +23,7 @@ setup: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check nemo_act tests benchmarks tools tests_megatron
 	$(BIN)/ruff format --check nemo_act tests benchmarks tools tests_megatron
-	$(BIN)/shellcheck -x -s bash slurm/*.sub slurm/_*.sh slurm/image_setup.sh slurm/cluster.env.example
+	$(BIN)/shellcheck -x -s bash slurm/*.sub slurm/_*.sh slurm/image_setup.sh slurm/cluster.env.example benchmarks/device_check.sh
 
 test: lint
 	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest

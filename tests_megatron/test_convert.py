@@ -117,6 +117,7 @@ def test_the_cluster_export_of_a_bf16_training_checkpoint_passes_verify(request,
     assert cmd[0] == sys.executable and cmd[-2:] == ["--device", "cpu"]
     res = subprocess.run(cmd, env=interpreters.child_env(), capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+    print(res.stdout)  # the verify line (shown with pytest -rP)
     assert "verify: max |logit diff|" in res.stdout and " OK" in res.stdout
     original, exported = _weights(hf), _weights(tmp_path / "hf")
     assert set(original) == set(exported)

@@ -1,0 +1,318 @@
+r"""The parts of the device check (benchmarks/device_check.sh): one GPU, no internet, what is installed.
+
+    python benchmarks/device_check.py probe|hf|act|megatron|summary [--out DIR] [--smoke]
+
+* ``probe``: CUDA, the GPU, bf16, and which of torch, transformers, TRL, datasets, Transformer Engine,
+  Megatron-Core, Megatron-Bridge, flash-attn, vLLM, NeMo-RL import (with versions).
+* ``hf``: forward + backward of a randomly initialised Qwen3-0.6B-shaped model (28 layers, hidden 1024,
+  16/8 heads of 128, FFN 3072, vocabulary 151,936) in bf16 with transformers (SDPA attention):
+  trained tokens/s, MFU, peak memory.
+* ``act``: ACT GRPO steps of the local engine (nemo_act.engines.local, TRL's GRPOTrainer) on the same
+  model shape in bf16 on the GPU, on ACT rows made from synthetic ScienceWorld-like states (the real
+  prompt template, two candidates, 30 admissible actions): seconds per step, generated and trained
+  tokens/s, peak memory. A random model never emits the end of turn, so every completion runs to
+  ``max_completion_length``: the slow case.
+* ``megatron``: forward + backward of the same shape as a Megatron-Core GPTModel (Transformer Engine
+  layers when TE imports, else Megatron's local ones) on one GPU: tokens/s, MFU, peak memory.
+* ``summary``: the table of every part's JSON in ``--out``.
+
+MFU = (6 x parameters + 12 x layers x hidden x sequence) FLOPs per trained token x tokens/s over the
+GPU's dense bf16 peak (H100/H200 SXM: 989 TFLOPS; ``--peak-tflops``). ``--smoke`` runs a tiny shape on
+the CPU: what CI can check of this script without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+# Qwen/Qwen3-0.6B's config.json
+SHAPE = {"hidden": 1024, "ffn": 3072, "layers": 28, "heads": 16, "kv_heads": 8, "head_dim": 128, "vocab": 151936}
+SMOKE = {"hidden": 64, "ffn": 128, "layers": 2, "heads": 2, "kv_heads": 1, "head_dim": 32, "vocab": 4096}
+PACKAGES = [
+    "torch", "transformers", "trl", "datasets", "accelerate", "transformer_engine", "megatron.core",
+    "megatron.bridge", "flash_attn", "vllm", "nemo_rl", "omegaconf", "pydantic",
+]  # fmt: skip
+
+
+def _write(out: Path, part: str, result: dict[str, Any]) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{part}.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({part: result}), flush=True)
+    return result
+
+
+def _device(smoke: bool) -> str:
+    import torch
+
+    if smoke:
+        return "cpu"
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA device visible (use --smoke on a CPU)")
+    return "cuda"
+
+
+def _peak_gb(device: str) -> float | None:
+    import torch
+
+    return round(torch.cuda.max_memory_allocated() / 2**30, 2) if device == "cuda" else None
+
+
+def _flops_per_token(params: int, shape: dict[str, int], seq: int) -> float:
+    return 6 * params + 12 * shape["layers"] * shape["hidden"] * seq
+
+
+def probe(args: argparse.Namespace) -> dict[str, Any]:
+    """What is installed and what the GPU is."""
+    import torch
+
+    found: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            mod = importlib.import_module(name)
+            found[name] = str(getattr(mod, "__version__", "present"))
+        except Exception as err:  # an import that crashes counts as absent, with why
+            found[name] = None if isinstance(err, ImportError) else f"import fails: {type(err).__name__}"
+    out: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine(), "packages": found}
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        out |= {
+            "gpu": props.name,
+            "gpu_memory_gb": round(props.total_memory / 2**30, 1),
+            "capability": f"{props.major}.{props.minor}",
+            "cuda": torch.version.cuda,
+            "bf16": torch.cuda.is_bf16_supported(),
+            "gpus": torch.cuda.device_count(),
+        }
+    else:
+        out["gpu"] = None
+    return _write(args.out, "probe", out)
+
+
+def _qwen3(shape: dict[str, int], device: str):
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    config = Qwen3Config(
+        vocab_size=shape["vocab"], hidden_size=shape["hidden"], intermediate_size=shape["ffn"],
+        num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
+        num_key_value_heads=shape["kv_heads"], head_dim=shape["head_dim"], max_position_embeddings=40960,
+        tie_word_embeddings=True, attn_implementation="sdpa",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    return Qwen3ForCausalLM(config).to(device=device, dtype=dtype)
+
+
+def _time_steps(step, steps: int, device: str) -> float:
+    import torch
+
+    step()  # warm-up (kernels, allocator)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(steps):
+        step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t) / steps
+
+
+def hf(args: argparse.Namespace) -> dict[str, Any]:
+    """Forward + backward throughput of the transformers model."""
+    import torch
+
+    device = _device(args.smoke)
+    shape = SMOKE if args.smoke else SHAPE
+    batch, seq = (2, 64) if args.smoke else (args.batch, args.seq)
+    model = _qwen3(shape, device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    ids = torch.randint(0, shape["vocab"], (batch, seq), device=device)
+
+    def step() -> None:
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    sec = _time_steps(step, 2 if args.smoke else args.steps, device)
+    params = sum(p.numel() for p in model.parameters())
+    tps = batch * seq / sec
+    mfu = _flops_per_token(params, shape, seq) * tps / (args.peak_tflops * 1e12)
+    result = {"params_m": round(params / 1e6, 1), "batch": batch, "seq": seq, "step_s": round(sec, 4),
+              "tokens_per_s": round(tps), "mfu": round(mfu, 4), "peak_gb": _peak_gb(device)}  # fmt: skip
+    return _write(args.out, "hf", result)
+
+
+def _act_rows(cfg, n: int) -> list[dict[str, Any]]:
+    """ACT rows from synthetic ScienceWorld-like states through the core's own prompt and rows."""
+    from nemo_act import stage_data
+    from nemo_act.data.records import Pair, State
+
+    actions = [f"move {a} to {b}" for a in ("apple", "seed", "pot", "jug", "lighter") for b in range(6)]
+    pairs = []
+    for i in range(n):
+        obs = (f"This room is called the greenhouse. In it, you see: a flower pot {i}, a seed jar, " * 12).strip()
+        state = State(task_description="Your task is to grow an apple. First, focus on a seed.", history=[],
+                      step=i + 1, observation=obs, admissible_actions=actions)  # fmt: skip
+        expert, alt = actions[i % 30], actions[(i + 7) % 30]
+        first = i % 2
+        cands = [expert, alt] if first == 0 else [alt, expert]
+        pairs.append(Pair(pair_id=f"s/{i}#0", state_id=f"s/{i}", benchmark="scienceworld", state=state,
+                          expert_action=expert, alternative_action=alt, candidates=cands, expert_index=first,
+                          candidates_admissible=[True, True], policy="random"))  # fmt: skip
+    return stage_data.act_rows(pairs, cfg)
+
+
+def act(args: argparse.Namespace) -> dict[str, Any]:
+    """ACT GRPO steps of the local engine (TRL) in bf16 on the GPU."""
+    from transformers import GenerationConfig
+
+    from nemo_act.config import load_config
+    from nemo_act.config.schema import TinyModelSpec
+    from nemo_act.engines.local.stages import train_stage
+    from nemo_act.tiny_model import build_tokenizer
+
+    device = _device(args.smoke)
+    shape = SMOKE if args.smoke else SHAPE
+    tmp = Path(tempfile.mkdtemp(prefix="device-act-"))
+    tok = build_tokenizer(TinyModelSpec(vocab_size=4096, hidden_size=64, intermediate_size=64, num_layers=1,
+                                        num_heads=1, num_kv_heads=1, head_dim=32, max_position_embeddings=64,
+                                        seed=0))  # fmt: skip
+    model = _qwen3({**shape, "vocab": max(shape["vocab"], len(tok))}, "cpu")
+    model.config.eos_token_id, model.config.pad_token_id = tok.eos_token_id, tok.pad_token_id
+    model.generation_config = GenerationConfig(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    model.save_pretrained(tmp / "model")
+    tok.save_pretrained(tmp / "model")
+    steps, completion = (2, 16) if args.smoke else (args.steps, args.completion)
+    cfg = load_config(
+        overrides=[
+            f"model.name_or_path={tmp / 'model'}", "model.dtype=" + ("bfloat16" if device == "cuda" else "float32"),
+            f"generation.device={device}", f"train.act.max_steps={steps}", "train.act.batch_size=32",
+            "train.act.grad_accum=1", "train.act.num_generations=8", f"train.act.max_completion_length={completion}",
+            "train.act.logging_steps=1", "train.act.save_steps=1000", "train.act.learning_rate=1e-6",
+        ]
+    )  # fmt: skip
+    rows = _act_rows(cfg, 64)
+    t = time.perf_counter()
+    out = train_stage("act", str(tmp / "model"), rows, cfg, tmp / "act")
+    wall = time.perf_counter() - t
+    logs = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    logs = [h for h in logs if "completions/mean_length" in h]
+    generated = sum(h["completions/mean_length"] for h in logs) * cfg.train.act.batch_size
+    text = tok.apply_chat_template(rows[0]["prompt"], tokenize=False, add_generation_prompt=True)
+    prompt_tokens = len(tok(text, add_special_tokens=False)["input_ids"])
+    trained = (prompt_tokens + completion) * cfg.train.act.batch_size * len(logs)
+    result = {"steps": len(logs), "completions_per_step": cfg.train.act.batch_size, "prompt_tokens": prompt_tokens,
+              "completion_tokens": completion, "wall_s": round(wall, 1),
+              "step_s": round(wall / max(len(logs), 1), 2), "generated_tokens_per_s": round(generated / wall),
+              "trained_tokens_per_s": round(trained / wall), "peak_gb": _peak_gb(device)}  # fmt: skip
+    return _write(args.out, "act", result)
+
+
+def megatron(args: argparse.Namespace) -> dict[str, Any]:
+    """Megatron-Core GPTModel forward + backward (TE layers when TE imports)."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    device = _device(args.smoke)
+    if device != "cuda":
+        raise SystemExit("megatron: needs a GPU (Megatron-Core's fused paths); tested on CPU in tests_megatron")
+    from megatron.core import parallel_state
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt import gpt_layer_specs as specs
+    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    torch.cuda.set_device(0)
+    parallel_state.initialize_model_parallel(1, 1)
+    model_parallel_cuda_manual_seed(0)
+    try:
+        import transformer_engine  # noqa: F401
+
+        spec, layers = specs.get_gpt_layer_with_transformer_engine_spec(qk_layernorm=True), "transformer_engine"
+    except ImportError:
+        spec, layers = specs.get_gpt_layer_local_spec(qk_layernorm=True, normalization="RMSNorm"), "local"
+    s = SHAPE
+    config = TransformerConfig(
+        num_layers=s["layers"], hidden_size=s["hidden"], ffn_hidden_size=s["ffn"], num_attention_heads=s["heads"],
+        num_query_groups=s["kv_heads"], kv_channels=s["head_dim"], normalization="RMSNorm", gated_linear_unit=True,
+        activation_func=F.silu, add_bias_linear=False, qk_layernorm=True, bf16=True, params_dtype=torch.bfloat16,
+        attention_dropout=0.0, hidden_dropout=0.0,
+    )  # fmt: skip
+    model = GPTModel(config=config, transformer_layer_spec=spec, vocab_size=s["vocab"],
+                     max_sequence_length=args.seq, position_embedding_type="rope", rotary_base=1000000,
+                     share_embeddings_and_output_weights=True).cuda()  # fmt: skip
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    ids = torch.randint(0, s["vocab"], (args.batch, args.seq), device="cuda")
+    pos = torch.arange(args.seq, device="cuda").unsqueeze(0).expand(args.batch, -1)
+    mask = torch.triu(torch.ones(args.seq, args.seq, dtype=torch.bool, device="cuda"), 1)[None, None]
+
+    def step() -> None:
+        loss = model(input_ids=ids, position_ids=pos, attention_mask=mask, labels=ids).float().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    sec = _time_steps(step, args.steps, "cuda")
+    params = sum(p.numel() for p in model.parameters())
+    tps = args.batch * args.seq / sec
+    mfu = _flops_per_token(params, s, args.seq) * tps / (args.peak_tflops * 1e12)
+    result = {"layers": layers, "params_m": round(params / 1e6, 1), "batch": args.batch, "seq": args.seq,
+              "step_s": round(sec, 4), "tokens_per_s": round(tps), "mfu": round(mfu, 4),
+              "peak_gb": _peak_gb("cuda")}  # fmt: skip
+    dist.destroy_process_group()
+    return _write(args.out, "megatron", result)
+
+
+def summary(args: argparse.Namespace) -> dict[str, Any]:
+    """Print every part's result found in ``--out`` as one Markdown table."""
+    rows = []
+    for part in ("probe", "hf", "act", "megatron"):
+        path = args.out / f"{part}.json"
+        if not path.exists():
+            rows.append(f"| {part} | not run or failed (see its log in {args.out}) |")
+            continue
+        data = json.loads(path.read_text())
+        if part == "probe":
+            pkgs = ", ".join(f"{k} {v}" for k, v in data["packages"].items() if v)
+            rows.append(f"| probe | {data.get('gpu')} ({data.get('gpu_memory_gb')} GB), CUDA {data.get('cuda')}, "
+                        f"bf16 {data.get('bf16')}; {pkgs} |")  # fmt: skip
+        else:
+            rows.append(f"| {part} | " + ", ".join(f"{k} {v}" for k, v in data.items()) + " |")
+    print("| part | result |\n|---|---|\n" + "\n".join(rows))
+    return {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one part."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("part", choices=["probe", "hf", "act", "megatron", "summary"])
+    p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "device_check_out"))
+    p.add_argument("--smoke", action="store_true", help="tiny shape on the CPU (CI)")
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seq", type=int, default=4096)
+    p.add_argument("--completion", type=int, default=256, help="act: tokens per completion")
+    p.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak of the GPU")
+    args = p.parse_args(argv)
+    {"probe": probe, "hf": hf, "act": act, "megatron": megatron, "summary": summary}[args.part](args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

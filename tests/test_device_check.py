@@ -1,0 +1,35 @@
+"""The device check (benchmarks/device_check.sh) without a GPU: its shell parses, and each part that can run
+on a CPU runs end to end on a tiny shape (``--smoke``), so a lent GPU's few minutes are not lost to a typo."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_device_check_script_parses_and_its_parts_run_on_a_tiny_shape(tmp_path):
+    assert subprocess.run(["bash", "-n", str(REPO / "benchmarks" / "device_check.sh")]).returncode == 0
+    for part in ("probe", "hf", "act"):
+        res = subprocess.run(
+            [sys.executable, "benchmarks/device_check.py", part, "--smoke", "--out", str(tmp_path)],
+            cwd=REPO, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr[-2000:]
+    probe = json.loads((tmp_path / "probe.json").read_text())
+    assert probe["packages"]["torch"] and probe["packages"]["trl"] and probe["gpu"] is None
+    hf = json.loads((tmp_path / "hf.json").read_text())
+    assert hf["tokens_per_s"] > 0 and hf["seq"] == 64
+    act = json.loads((tmp_path / "act.json").read_text())
+    assert act["steps"] == 2 and act["prompt_tokens"] > 100 and act["generated_tokens_per_s"] > 0
+    res = subprocess.run(
+        [sys.executable, "benchmarks/device_check.py", "megatron", "--smoke", "--out", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert res.returncode != 0 and "needs a GPU" in res.stderr  # says why instead of pretending
+    table = subprocess.run(
+        [sys.executable, "benchmarks/device_check.py", "summary", "--out", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "| act | steps 2" in table and "| megatron | not run or failed" in table
