@@ -9,7 +9,14 @@ from transformers import AutoTokenizer
 
 from nemo_act import stage_data
 from nemo_act.data import Pair, Trajectory, read_jsonl
-from nemo_act.engines.nemo_rl.processors import STOP_STRINGS, dpo_datum, grpo_datum, sft_datum
+from nemo_act.engines.nemo_rl.processors import (
+    STOP_STRINGS,
+    grpo_datum,
+    nemo_act_processor,
+    preference_record,
+    sft_datum,
+    tag_rows,
+)
 from nemo_act.engines.nemo_rl.reward_env import REWARD_PARTS, ActionRewardEnv, SelectionRewardEnv
 from nemo_act.generation import RandomGenerator
 from nemo_act.pairs import collect_pairs
@@ -57,9 +64,30 @@ def test_sft_and_dpo_datums_put_the_answer_in_its_own_assistant_turn(sw_experts,
     assert answer["token_ids"][-1].item() == tokenizer.eos_token_id
     full = torch.cat([user["token_ids"], answer["token_ids"]])
     assert datum["length"] == len(full) and tokenizer.decode(full).endswith(answer["content"])
-    dpo = dpo_datum(stage_data.dpo_rows(pairs, cfg)[0], 0, tokenizer, 8192, cfg.model.enable_thinking)
-    chosen, rejected = dpo["message_log_chosen"][-1]["content"], dpo["message_log_rejected"][-1]["content"]
-    assert pairs[0].expert_action in chosen and pairs[0].alternative_action in rejected
+    (dpo_row,) = tag_rows("dpo", stage_data.dpo_rows(pairs[:1], cfg), cfg.model.enable_thinking)
+    record = preference_record(dpo_row)
+    (best,) = [c for c in record["completions"] if c["rank"] == 0]  # NeMo-RL: lower rank is preferred
+    (worse,) = [c for c in record["completions"] if c["rank"] == 1]
+    assert pairs[0].expert_action in best["completion"][-1]["content"] and record["context"] == dpo_row["prompt"]
+    assert pairs[0].alternative_action in worse["completion"][-1]["content"] and record["task_name"] == "act_dpo"
+
+
+def test_the_registered_processor_routes_tagged_rows_to_their_datum(sw_experts, pairs, tokenizer, cfg):
+    """What NeMo-RL's loader calls for each row of a stage's rows file (PROCESSOR_REGISTRY["nemo_act"])."""
+    thinking = cfg.model.enable_thinking
+    act = tag_rows("act", stage_data.act_rows(pairs[:2], cfg), thinking)
+    assert {r["task_name"] for r in act} == {"act_selection"} and all("enable_thinking" in r for r in act)
+    datum = nemo_act_processor(act[1], None, tokenizer, 8192, 1, add_bos=True)  # run_sft.py binds add_bos etc.
+    assert datum == {
+        **grpo_datum(act[1], 1, tokenizer, "act_selection", 8192, thinking),
+        "message_log": datum["message_log"],
+    }
+    assert "task_name" not in datum["extra_env_info"] and "enable_thinking" not in datum["extra_env_info"]
+    il = tag_rows("il", stage_data.il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)[:1], thinking)
+    assert nemo_act_processor(il[0], None, tokenizer, 8192, 0)["task_name"] == "act_sft"
+    assert tag_rows("rl", [{}], thinking)[0]["task_name"] == "act_action"
+    with pytest.raises(ValueError, match="task_name 'act_dpo' is not a GRPO or SFT stage's"):
+        nemo_act_processor(tag_rows("dpo", [{}], thinking)[0], None, tokenizer, 8192, 0)
 
 
 def _log(answer: str) -> list[dict]:

@@ -84,6 +84,7 @@ def test_every_recipe_and_stage_validates_against_the_pinned_master_config(tmp_p
     master_configs = {"grpo": grpo.MasterConfig, "sft": sft.MasterConfig, "dpo": dpo.MasterConfig}
     recipes = sorted((conf_root() / "recipes").glob("*/act-*.yaml"))
     assert len(recipes) == 18
+    recipes += sorted(p for p in (conf_root() / "recipes").glob("*/preflight-*.yaml") if p.parent.name != "_layouts")
     for path in recipes:
         cfg = load_config(path)
         for kind in KINDS:
@@ -93,6 +94,8 @@ def test_every_recipe_and_stage_validates_against_the_pinned_master_config(tmp_p
                 m["policy"]["megatron_cfg"]["tensor_model_parallel_size"] == cfg.engine.nemo_rl.megatron.tensor_parallel
             )
             assert m["cluster"]["num_nodes"] == cfg.engine.nemo_rl.cluster.num_nodes
+            validated = master_configs[recipe.ALGORITHM[kind]](**m).data["train"]
+            assert validated == m["data"]["train"]  # pydantic keeps every data.train key we set
     act = driver.build("act", cfg, "x", tmp_path, 5000)
     assert "normalize_rewards" in act["grpo"] and "sequence_packing" in act["policy"]  # kept from the base
     bad = dict(act, grpo=dict(act["grpo"], num_prompts_per_step="many"))
@@ -100,33 +103,137 @@ def test_every_recipe_and_stage_validates_against_the_pinned_master_config(tmp_p
         grpo.MasterConfig(**bad)
 
 
-def test_datums_go_through_nemo_rl_collate_and_train_only_on_the_answer(sw_experts, tiny_model_dir, cfg, tmp_path):
+def _rows_file(path, kind, rows, cfg):
+    from nemo_act.engines.nemo_rl.processors import tag_rows
+
+    tagged = tag_rows(kind, rows, cfg.model.enable_thinking)
+    path.write_text("".join(json.dumps(r) + "\n" for r in tagged))
+    return str(path)
+
+
+def test_nemo_rls_own_loaders_build_our_datums_and_train_only_on_the_answer(
+    local_ray, sw_experts, tiny_model_dir, cfg, tmp_path
+):
+    """Each algorithm's data through the pinned release's own loader, as its examples/run_*.py call them:
+    GRPO via setup_response_data (our dataset by dotted path, our processor, our env created by name),
+    SFT via load_response_dataset + AllTaskProcessedDataset (run_sft.py's setup_data), DPO via
+    setup_preference_data (NeMo-RL's preference_preprocessor); then its collate functions."""
     from functools import partial
 
     from nemo_rl.data.collate_fn import preference_collate_fn, rl_collate_fn
+    from nemo_rl.data.datasets import AllTaskProcessedDataset, load_response_dataset
     from nemo_rl.data.llm_message_utils import add_loss_mask_to_message_log, batched_message_log_to_flat_message
+    from nemo_rl.data.utils import setup_preference_data, setup_response_data
 
     from nemo_act.data import Trajectory
-    from nemo_act.engines.nemo_rl.processors import stage_datums
+    from nemo_act.engines.nemo_rl.datasets import StageRowsDataset
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     pairs_file = tmp_path / "pairs.jsonl"
     collect_pairs(sw_experts, RandomGenerator(), cfg, pairs_file, progress=False)
     pairs = list(read_jsonl(pairs_file, Pair))[:4]
-    grpo = stage_datums("act", stage_data.act_rows(pairs, cfg), tok, "act_selection", 8192, cfg.model.enable_thinking)
+    name = "nemo_act.engines.nemo_rl.datasets.StageRowsDataset"
+    act_rows = stage_data.act_rows(pairs, cfg)
+    data = {
+        "max_input_seq_length": 8192, "shuffle": False,
+        "train": {"dataset_name": name, "data_path": _rows_file(tmp_path / "act.jsonl", "act", act_rows, cfg),
+                  "processor": "nemo_act", "env_name": "act_selection"},
+        "validation": None, "default": None,
+    }  # fmt: skip
+    env_cfg = {"act_selection": {"values": cfg.rewards.selection.model_dump(), "use_admissible": True}}
+    dataset, val, task_to_env, _ = setup_response_data(tok, data, env_cfg)
+    assert val is None and type(task_to_env["act_selection"]).__name__.startswith("ActorHandle")
+    assert "ACTSelectionEnvironment" in str(task_to_env["act_selection"])
+    grpo = [dataset[i] for i in range(len(dataset))]
+    for i, (datum, row) in enumerate(zip(grpo, act_rows, strict=True)):
+        ours = grpo_datum(row, i, tok, "act_selection", 8192, cfg.model.enable_thinking)
+        assert datum["message_log"][0]["token_ids"].tolist() == ours["message_log"][0]["token_ids"].tolist()
+        assert datum["extra_env_info"] == ours["extra_env_info"] and datum["task_name"] == "act_selection"
     batch = rl_collate_fn(grpo)
-    assert batch["task_name"] == ["act_selection"] * 4 and batch["length"].tolist() == [d["length"] for d in grpo]
-    assert batch["extra_env_info"][0]["candidates"] == pairs[0].candidates
+    assert (
+        batch["task_name"] == ["act_selection"] * 4 and batch["extra_env_info"][0]["candidates"] == pairs[0].candidates
+    )
+
     il = stage_data.il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)[:3]
-    sft = stage_datums("il", il, tok, None, 8192, cfg.model.enable_thinking)
+    sft_data = load_response_dataset(
+        {"dataset_name": name, "data_path": _rows_file(tmp_path / "il.jsonl", "il", il, cfg), "processor": "nemo_act"}
+    )
+    assert isinstance(sft_data, StageRowsDataset) and sft_data.task_name == "act_sft"
+    processor = partial(sft_data.processor, add_bos=True, add_eos=True, add_generation_prompt=False)  # run_sft.py
+    sft_set = AllTaskProcessedDataset(
+        sft_data.dataset, tok, None, {"act_sft": (sft_data.task_spec, processor)}, max_seq_length=8192
+    )
+    sft = [sft_set[i] for i in range(len(sft_set))]
     logs = rl_collate_fn(sft)["message_log"]
     add_loss_mask_to_message_log(logs, roles_to_train_on=["assistant"])
     flat, _lengths = batched_message_log_to_flat_message(logs, pad_value_dict={"token_ids": tok.pad_token_id})
     answer_tokens = [len(d["message_log"][1]["token_ids"]) for d in sft]
     assert flat["token_loss_mask"].sum(dim=1).tolist() == answer_tokens  # loss on the expert action (+ eos) only
-    dpo = stage_datums("dpo", stage_data.dpo_rows(pairs, cfg), tok, None, 8192, cfg.model.enable_thinking)
+
+    dpo_rows = stage_data.dpo_rows(pairs, cfg)
+    dpo_file = _rows_file(tmp_path / "dpo.jsonl", "dpo", dpo_rows, cfg)
+    pref_data = {"max_input_seq_length": 8192, "shuffle": False, "train": {"dataset_name": name, "data_path": dpo_file}}
+    pref_set, _val = setup_preference_data(tok, pref_data)
+    dpo = [pref_set[i] for i in range(len(pref_set))]
+    chosen = tok.decode(torch.cat([m["token_ids"] for m in dpo[0]["message_log_chosen"]]))
+    rejected = tok.decode(torch.cat([m["token_ids"] for m in dpo[0]["message_log_rejected"]]))
+    assert pairs[0].expert_action in chosen.split("assistant")[-1]
+    assert pairs[0].alternative_action in rejected.split("assistant")[-1]
     pref = partial(preference_collate_fn, tokenizer=tok, make_sequence_length_divisible_by=1, add_loss_mask=True)(dpo)
     assert pref["input_ids"].shape[0] == 2 * len(dpo)  # chosen and rejected interleaved
+
+
+def test_a_prepared_stage_runs_through_nemo_rls_run_grpo_data_path_without_importing_us(
+    sw_experts, tiny_model_dir, tmp_path
+):
+    """The NeMo-RL-native way (README): ``driver --prepare-only`` writes the stage's rows and NeMo-RL config;
+    then a fresh Python that never imports nemo_act does what the release's examples/run_grpo.py does before
+    training (NeMo-RL's load_config, MasterConfig, get_tokenizer, configure_generation_config,
+    setup_response_data) with only our folders on PYTHONPATH (the stage environment): our env and processor
+    must be found by name through tools/convert/autoregister."""
+    import os
+    import subprocess
+    import sys
+
+    from nemo_act.config import load_config, to_yaml
+    from nemo_act.engines.nemo_rl import driver
+    from nemo_act.engines.nemo_rl.interpreters import child_env
+
+    cfg = load_config(overrides=["engine=nemo_rl", "train.act.batch_size=4", "train.act.num_generations=2"])
+    exp = tmp_path / "experiment.yaml"
+    exp.write_text(to_yaml(cfg))
+    pairs_file = tmp_path / "pairs.jsonl"
+    collect_pairs(sw_experts, RandomGenerator(), cfg, pairs_file, progress=False)
+    out = tmp_path / "01_act"
+    args = ["--stage", "act", "--config", str(exp), "--init", str(tiny_model_dir), "--data", str(pairs_file)]
+    driver.main([*args, "--out", str(out), "--prepare-only"])
+    n_rows = len((out / "rows.jsonl").read_text().splitlines())
+    code = f"""
+import ray
+from omegaconf import OmegaConf
+from nemo_rl.algorithms.grpo import MasterConfig
+from nemo_rl.algorithms.utils import get_tokenizer
+from nemo_rl.data.utils import setup_response_data
+from nemo_rl.models.generation import configure_generation_config
+from nemo_rl.utils.config import load_config, register_omegaconf_resolvers
+register_omegaconf_resolvers()
+config = MasterConfig(**OmegaConf.to_container(load_config({str(out / "nemo_rl" / "config.yaml")!r}), resolve=True))
+tokenizer = get_tokenizer(config.policy["tokenizer"])
+config.policy["generation"] = configure_generation_config(config.policy["generation"], tokenizer)
+ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+dataset, val, task_to_env, _ = setup_response_data(tokenizer, config.data, config.env)
+d = dataset[0]
+print("RESULT", len(dataset), sorted(task_to_env), d["task_name"], sorted(d["extra_env_info"]))
+ray.shutdown()
+"""
+    env = child_env({k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    line = next(x for x in res.stdout.splitlines() if x.startswith("RESULT"))
+    assert line == (
+        f"RESULT {n_rows} ['act_selection'] act_selection "
+        "['admissible_actions', 'candidates', 'candidates_admissible', 'expert_index', 'pair_id']"
+    )
 
 
 def test_driver_runs_a_grpo_stage_with_the_gpu_part_standing_in(

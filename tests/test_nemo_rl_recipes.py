@@ -174,7 +174,8 @@ def test_dry_run_stage_hands_over_files_and_prints_driver_and_export(tmp_path, m
     assert "-m nemo_act.engines.nemo_rl.driver --stage act --init /ckpt/warm" in printed
     assert "tools/convert/megatron_to_hf.py --megatron-ckpt" in printed and "--hf-ref /ckpt/warm" in printed
     assert load_config(out / "experiment.yaml") == cfg
-    assert [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines()] == rows
+    tagged = [dict(r, task_name="act_selection", enable_thinking=cfg.model.enable_thinking) for r in rows]
+    assert [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines()] == tagged
 
 
 def test_vllm_requests_carry_their_own_seed_and_stop_after_the_action():
@@ -311,3 +312,23 @@ def test_each_stage_converts_its_init_into_its_own_folder_afresh_unless_it_resum
     run_driver("act", "/ckpt/warm", [], cfg, out)
     assert stale.exists()
     assert stage_env(out=out)["NRL_MEGATRON_CHECKPOINT_DIR"] == str(out / HF_IMPORT)
+
+
+def test_stage_config_names_our_dataset_processor_and_env_and_replaces_the_base_data():
+    """NeMo-RL loads data.train by dotted path (load_response_dataset); the base's own datasets must not survive."""
+    cfg = load_config(Q8B)
+    base = {"data": {"max_input_seq_length": 4096, "train": {"dataset_name": "OpenMathInstruct-2",
+            "split_validation_size": 0.05}, "validation": {"dataset_name": "HelpSteer3"},
+            "default": {"prompt_file": "examples/prompts/cot.txt", "env_name": "math"}}}  # fmt: skip
+    act = recipe.master_config("act", cfg, base, init="x", out="/runs/s/01_act", n_rows=5000)["data"]
+    assert act["train"] == {
+        "dataset_name": "nemo_act.engines.nemo_rl.datasets.StageRowsDataset",
+        "data_path": "/runs/s/01_act/rows.jsonl",
+        "processor": "nemo_act",
+        "env_name": "act_selection",
+    }
+    assert act["validation"] is None and act["default"] is None and act["max_input_seq_length"] == 4096
+    il = recipe.master_config("il", cfg, base, init="x", out="/o", n_rows=5000)["data"]["train"]
+    assert il["processor"] == "nemo_act" and "env_name" not in il
+    dpo = recipe.master_config("dpo", cfg, base, init="x", out="/o", n_rows=5000)["data"]["train"]
+    assert "processor" not in dpo  # NeMo-RL's own preference_preprocessor

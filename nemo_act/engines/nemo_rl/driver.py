@@ -7,13 +7,17 @@ r"""Cluster-engine driver: one stage (ACT, RL, IL, SFT-on-choice, DPO) on NeMo-R
 ``--data`` is a pairs file (ACT and the same-pair controls) or an experts file (IL, RL); the
 pipeline runner passes ready rows with ``--rows`` instead. The NeMo-RL config is the pinned
 release's example config for the algorithm with our settings over it (:mod:`.recipe`); it is
-written to ``<out>/nemo_rl/config.yaml`` before training. Training resumes from the newest
-checkpoint in ``<out>/checkpoints`` (NeMo-RL's own resume). Afterwards ``<out>/metrics.jsonl``
+written to ``<out>/nemo_rl/config.yaml`` before training, with ``data.train`` naming our dataset
+class (:mod:`.datasets`) over ``<out>/rows.jsonl``. Data are loaded the way NeMo-RL's own
+``examples/run_grpo.py`` / ``run_sft.py`` / ``run_dpo.py`` load them, so ``--prepare-only`` and then
+those scripts on that config train the same stage (README "Cluster engine"). Training resumes from the
+newest checkpoint in ``<out>/checkpoints`` (NeMo-RL's own resume). Afterwards ``<out>/metrics.jsonl``
 holds one line per step (NeMo-RL's TensorBoard scalars + the reward parts).
 
-This is the only module (with :mod:`.environments`) that imports NeMo-RL: it needs the release
+This module, :mod:`.environments` and :mod:`.datasets` import NeMo-RL: they need the release
 container or a checkout of the pinned tag (``conf/engine/_nemo_rl_pin.yaml``), and a GPU cluster
-brought up by ``slurm/*.sub``. Everything it calls from our side is engine-free and tested in CI.
+brought up by ``slurm/*.sub`` for training. Everything they call from our side is engine-free and
+tested in CI.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from nemo_act.data.io import write_text_atomic
 from nemo_act.engines.local.stages import stage_experiment
 from nemo_act.engines.nemo_rl import recipe
 from nemo_act.engines.nemo_rl.launch import checkpoint_step, latest_checkpoint, stage_metrics
-from nemo_act.engines.nemo_rl.processors import stage_datums
+from nemo_act.engines.nemo_rl.processors import tag_rows
 from nemo_act.engines.nemo_rl.reward_env import resume_reward_log
 
 
@@ -91,14 +95,19 @@ def _rows(args: argparse.Namespace, cfg) -> list[dict[str, Any]]:
     return rows_for(args.stage, args.data, cfg)
 
 
-def run(args: argparse.Namespace) -> Path:
-    """Train one stage with NeMo-RL; return the stage folder."""
-    from nemo_rl.algorithms.utils import get_tokenizer
-    from nemo_rl.distributed.virtual_cluster import init_ray
+def prepare(args: argparse.Namespace) -> dict[str, Any]:
+    """Write what a NeMo-RL run of the stage reads, and return its config (resolved, unvalidated).
 
+    ``<out>/rows.jsonl``: the stage's rows tagged for :class:`.datasets.StageRowsDataset`;
+    ``<out>/nemo_rl/config.yaml``: the whole NeMo-RL config, whose ``data.train`` names that class and
+    file, so ``examples/run_grpo.py`` (``run_sft.py``, ``run_dpo.py``) of the pinned release runs it as it
+    is. A resumed stage (a ``step_<N>`` checkpoint in ``<out>/checkpoints``) numbers its reward-part lines
+    on from ``N``.
+    """
     out = Path(args.out)
     cfg = stage_experiment(args.stage, load_config(args.config, args.overrides))
-    rows = _rows(args, cfg)
+    rows = tag_rows(args.stage, _rows(args, cfg), cfg.model.enable_thinking)
+    write_text_atomic(out / recipe.ROWS, "".join(json.dumps(r) + "\n" for r in rows))
     master = build(args.stage, cfg, args.init, out, len(rows))
     resumed_at = checkpoint_step(latest_checkpoint(out / "checkpoints"))
     for env_cfg in master.get("env", {}).values():
@@ -106,19 +115,26 @@ def run(args: argparse.Namespace) -> Path:
             env_cfg["first_step"] = resumed_at
             resume_reward_log(env_cfg["log_path"], resumed_at)
     write_text_atomic(out / "nemo_rl" / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(master)))
+    return master
+
+
+def run(args: argparse.Namespace) -> Path:
+    """Train one stage with NeMo-RL (or, with ``--prepare-only``, only write its inputs); return the folder."""
+    out = Path(args.out)
+    master = prepare(args)
+    if args.prepare_only:
+        print(f"NeMo-RL config: {out / 'nemo_rl' / 'config.yaml'}; rows: {out / recipe.ROWS}")
+        return out
+    from nemo_rl.algorithms.utils import get_tokenizer
+    from nemo_rl.distributed.virtual_cluster import init_ray
+
+    from nemo_act.engines.nemo_rl.environments import register
+
+    register()
     tokenizer = get_tokenizer(master["policy"]["tokenizer"])
-    task = recipe.TASK_NAME.get(args.stage)
-    datums = stage_datums(
-        args.stage, rows, tokenizer, task, master["policy"]["max_total_sequence_length"], cfg.model.enable_thinking
-    )
     init_ray()
     algorithm = recipe.ALGORITHM[args.stage]
-    if algorithm == "grpo":
-        _grpo(master, tokenizer, datums, task)
-    elif algorithm == "sft":
-        _sft(master, tokenizer, datums)
-    else:
-        _dpo(master, tokenizer, datums)
+    {"grpo": _grpo, "sft": _sft, "dpo": _dpo}[algorithm](master, tokenizer)
     metrics = stage_metrics(
         _tensorboard_scalars(Path(master["logger"]["log_dir"])), out / recipe.REWARD_LOG, args.stage
     )
@@ -126,37 +142,53 @@ def run(args: argparse.Namespace) -> Path:
     return out
 
 
-def _grpo(master: dict[str, Any], tokenizer, datums: list[dict[str, Any]], task: str) -> None:
+def _grpo(master: dict[str, Any], tokenizer) -> None:
+    """As NeMo-RL's examples/run_grpo.py: its data setup (our dataset, processor and env by name), then GRPO."""
     from nemo_rl.algorithms.grpo import MasterConfig, grpo_train, setup
-    from nemo_rl.environments.utils import create_env
+    from nemo_rl.data.utils import setup_response_data
     from nemo_rl.models.generation import configure_generation_config
 
-    from nemo_act.engines.nemo_rl.environments import register
-
-    register()
     config = MasterConfig(**master)
     config.policy["generation"] = configure_generation_config(config.policy["generation"], tokenizer)
-    task_to_env = {task: create_env(task, master["env"][task])}
+    dataset, val_dataset, task_to_env, val_task_to_env = setup_response_data(tokenizer, config.data, config.env)
     (policy, generation, _gym, _cluster, loader, val_loader, loss_fn, logger, ckpt, state, config, *_rest) = setup(
-        config, tokenizer, datums, None
+        config, tokenizer, dataset, val_dataset
     )
-    grpo_train(policy, generation, loader, val_loader, tokenizer, loss_fn, task_to_env, {}, logger, ckpt, state, config)
+    grpo_train(
+        policy, generation, loader, val_loader, tokenizer, loss_fn, task_to_env, val_task_to_env, logger, ckpt, state,
+        config,
+    )  # fmt: skip
 
 
-def _sft(master: dict[str, Any], tokenizer, datums: list[dict[str, Any]]) -> None:
+def _sft(master: dict[str, Any], tokenizer) -> None:
+    """As NeMo-RL's examples/run_sft.py setup_data: load_response_dataset + our processor, then SFT."""
     from nemo_rl.algorithms.sft import MasterConfig, setup, sft_train
+    from nemo_rl.data.datasets import AllTaskProcessedDataset, load_response_dataset
 
+    config = MasterConfig(**master)
+    data = load_response_dataset(config.data["train"])
+    dataset = AllTaskProcessedDataset(
+        data.dataset,
+        tokenizer,
+        None,
+        {data.task_name: (data.task_spec, data.processor)},
+        max_seq_length=config.data["max_input_seq_length"],
+    )
     (policy, _cluster, loader, val_loader, loss_fn, logger, ckpt, state, config) = setup(
-        MasterConfig(**master), tokenizer, datums, None
+        config, tokenizer, dataset, None
     )
     sft_train(policy, loader, val_loader, tokenizer, loss_fn, config, logger, ckpt, state)
 
 
-def _dpo(master: dict[str, Any], tokenizer, datums: list[dict[str, Any]]) -> None:
+def _dpo(master: dict[str, Any], tokenizer) -> None:
+    """As NeMo-RL's examples/run_dpo.py: setup_preference_data (its preference_preprocessor), then DPO."""
     from nemo_rl.algorithms.dpo import MasterConfig, dpo_train, setup
+    from nemo_rl.data.utils import setup_preference_data
 
+    config = MasterConfig(**master)
+    dataset, val_datasets = setup_preference_data(tokenizer, config.data)
     (policy, _cluster, loader, val_loaders, loss_fn, logger, ckpt, state, config) = setup(
-        MasterConfig(**master), tokenizer, datums, {}
+        config, tokenizer, dataset, val_datasets
     )
     dpo_train(policy, loader, val_loaders, tokenizer, loss_fn, config, logger, ckpt, state)
 
@@ -171,6 +203,11 @@ def parser() -> argparse.ArgumentParser:
     data.add_argument("--data", help="pairs JSONL (act, act_noreason, sft_choice, dpo) or experts JSONL (il, rl)")
     data.add_argument("--rows", help="ready stage rows, one JSON object per line (what the runner passes)")
     p.add_argument("--out", required=True, help="stage folder")
+    p.add_argument(
+        "--prepare-only",
+        action="store_true",
+        help="write the stage's rows and NeMo-RL config (for NeMo-RL's own examples/run_*.py) and stop",
+    )
     p.add_argument("overrides", nargs="*", help="dotted.key=value or group=option overrides of --config")
     return p
 

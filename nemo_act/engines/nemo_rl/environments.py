@@ -61,8 +61,18 @@ ENVIRONMENTS = {
 
 
 def register() -> None:
-    """Register both environments with NeMo-RL (idempotent)."""
+    """Register both environments and our data processor with NeMo-RL (idempotent).
+
+    ``tools/convert/autoregister/sitecustomize.py`` calls this in every Python that imports NeMo-RL's
+    env registry while our folders are on ``PYTHONPATH``, so NeMo-RL's own ``examples/run_grpo.py``
+    finds our environments before it loads any data.
+    """
+    from nemo_rl.data.processors import PROCESSOR_REGISTRY
+
+    from nemo_act.engines.nemo_rl.processors import PROCESSOR, nemo_act_processor
+
     for name, fqn in ENVIRONMENTS.items():
         ACTOR_ENVIRONMENT_REGISTRY.setdefault(fqn, PY_EXECUTABLES.SYSTEM)
         if name not in ENV_REGISTRY:
             register_env(name, fqn)
+    PROCESSOR_REGISTRY.setdefault(PROCESSOR, nemo_act_processor)

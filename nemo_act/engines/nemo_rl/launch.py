@@ -27,6 +27,7 @@ from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import write_text_atomic
 from nemo_act.engines.nemo_rl import interpreters
+from nemo_act.engines.nemo_rl.processors import tag_rows
 
 EXPORT_TOOL = interpreters.CONVERT / "megatron_to_hf.py"
 _STEP = re.compile(r"^step_(\d+)$")
@@ -158,7 +159,8 @@ def run_driver(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experiment
     if latest_checkpoint(out / "checkpoints") is None:
         shutil.rmtree(out / HF_IMPORT, ignore_errors=True)
     write_text_atomic(out / "experiment.yaml", to_yaml(cfg))
-    write_text_atomic(out / "rows.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    tagged = tag_rows(kind, rows, cfg.model.enable_thinking)  # what NeMo-RL's loader reads (datasets.py)
+    write_text_atomic(out / "rows.jsonl", "".join(json.dumps(r) + "\n" for r in tagged))
     _run(driver_command(kind, init, out), out)
     return out
 

@@ -1,7 +1,10 @@
-"""Stage rows -> NeMo-RL datums (``DatumSpec`` for GRPO and SFT, ``PreferenceDatumSpec`` for DPO).
+"""Stage rows -> NeMo-RL datums: our ``nemo_act`` data processor (GRPO and SFT) and DPO's preference records.
 
 Rows come from :mod:`nemo_act.stage_data`, so the messages are the core's prompts; here they are only
-rendered with the model's chat template (``model.enable_thinking`` passed through) and tokenized.
+rendered with the model's chat template (``model.enable_thinking`` passed through) and tokenized. NeMo-RL
+calls :func:`nemo_act_processor` through its ``PROCESSOR_REGISTRY`` on rows its loader reads from a stage's
+rows file (:mod:`.datasets`); DPO rows go to NeMo-RL's own ``preference_preprocessor`` as
+:func:`preference_record`.
 The shapes follow NeMo-RL v0.7.0 (``nemo_rl/data/interfaces.py``): a ``message_log`` of
 ``{"role", "content", "token_ids"}`` turns whose token ids concatenate to the full sequence,
 ``length``, ``extra_env_info`` (what the reward environment needs), ``loss_multiplier`` (0 for a
@@ -19,8 +22,20 @@ from nemo_act.prompts.render import apply_chat_template
 from nemo_act.stage_data import ALGORITHM
 
 STOP_STRINGS = ["</action>"]
-# Row keys that are prompt/targets, not reward inputs.
-_TEXT_KEYS = frozenset({"prompt", "completion", "chosen", "rejected"})
+# Row keys that are prompt/targets or routing, not reward inputs.
+_TEXT_KEYS = frozenset({"prompt", "completion", "chosen", "rejected", "task_name", "enable_thinking"})
+# Our processor's name in NeMo-RL's PROCESSOR_REGISTRY (``data.train.processor`` of a stage's config).
+PROCESSOR = "nemo_act"
+# Reward environment (GRPO task_name) of a stage kind; SFT and DPO rows are routed by these names too.
+TASK_NAME = {"act": "act_selection", "act_noreason": "act_selection", "rl": "act_action"}
+SFT_TASK, DPO_TASK = "act_sft", "act_dpo"
+
+
+def task_name(kind: str) -> str:
+    """The NeMo-RL ``task_name`` of a stage kind's rows (its reward env for GRPO stages)."""
+    if kind not in ALGORITHM:
+        raise ValueError(f"unknown stage '{kind}'")
+    return TASK_NAME.get(kind) or (DPO_TASK if ALGORITHM[kind] == "dpo" else SFT_TASK)
 
 
 def _ids(tokenizer: Any, text: str) -> torch.Tensor:
@@ -95,45 +110,40 @@ def sft_datum(
     }
 
 
-def dpo_datum(
-    row: dict[str, Any], idx: int, tokenizer: Any, max_seq_length: int, enable_thinking: bool | None
-) -> dict[str, Any]:
-    """A DPO datum: the same prompt with the expert (chosen) and the alternative (rejected) answer."""
-    out: dict[str, Any] = {"idx": idx, "loss_multiplier": 1.0}
-    for side in ("chosen", "rejected"):
-        turns = [_prompt_turn(row, tokenizer, enable_thinking), _answer_turn(row[side], tokenizer)]
-        length, multiplier = _cut(turns, max_seq_length)
-        out[f"message_log_{side}"], out[f"length_{side}"] = turns, length
-        out["loss_multiplier"] = min(out["loss_multiplier"], multiplier)
-    return out
+def preference_record(row: dict[str, Any]) -> dict[str, Any]:
+    """A tagged DPO row in NeMo-RL's preference format, for its own ``preference_preprocessor``.
 
-
-def stage_datums(
-    kind: str,
-    rows: list[dict[str, Any]],
-    tokenizer: Any,
-    task_name: str | None,
-    max_seq_length: int,
-    enable_thinking: bool | None,
-) -> list[dict[str, Any]]:
-    """All datums of a stage: GRPO prompts (``task_name`` set), SFT or DPO examples.
-
-    Args:
-        kind: Stage kind (``act``, ``act_noreason``, ``rl``: GRPO; ``il``, ``sft_choice``: SFT; ``dpo``).
-        rows: The stage's rows (:func:`nemo_act.stage_data.rows_for`).
-        tokenizer: The policy's tokenizer.
-        task_name: Reward environment of a GRPO stage (None for SFT and DPO).
-        max_seq_length: Longest datum kept whole (longer ones are cut and masked out).
-        enable_thinking: ``model.enable_thinking``.
-
-    Returns:
-        One datum per row, ``idx`` = row index.
+    ``context`` is the prompt's messages; ``completions`` ranks the expert answer 0 (preferred) and the
+    alternative 1 (``nemo_rl/data/processors.py``: "Lower rank is preferred").
     """
-    if kind not in ALGORITHM:
-        raise ValueError(f"unknown stage '{kind}'")
-    if ALGORITHM[kind] == "grpo":
-        if task_name is None:
-            raise ValueError(f"stage {kind}: a GRPO stage needs its reward environment's task_name")
-        return [grpo_datum(r, i, tokenizer, task_name, max_seq_length, enable_thinking) for i, r in enumerate(rows)]
-    datum = dpo_datum if ALGORITHM[kind] == "dpo" else sft_datum
-    return [datum(r, i, tokenizer, max_seq_length, enable_thinking) for i, r in enumerate(rows)]
+    return {
+        "context": row["prompt"],
+        "completions": [{"rank": 0, "completion": row["chosen"]}, {"rank": 1, "completion": row["rejected"]}],
+        "task_name": row["task_name"],
+    }
+
+
+def tag_rows(kind: str, rows: list[dict[str, Any]], enable_thinking: bool | None) -> list[dict[str, Any]]:
+    """A stage's rows as the NeMo-RL dataset reads them: each with its ``task_name`` and ``enable_thinking``."""
+    name = task_name(kind)
+    return [dict(r, task_name=name, enable_thinking=enable_thinking) for r in rows]
+
+
+def nemo_act_processor(
+    datum_dict: dict[str, Any], task_data_spec: Any, tokenizer: Any, max_seq_length: int, idx: int, **_: Any
+) -> dict[str, Any]:
+    """NeMo-RL ``TaskDataProcessFnCallable`` over a tagged row (:func:`tag_rows`): a GRPO or SFT datum.
+
+    The signature is NeMo-RL v0.7.0's (``nemo_rl/data/interfaces.py``; ``examples/run_sft.py`` also
+    binds ``add_bos`` / ``add_eos`` / ``add_generation_prompt``, which our chat rendering decides, so
+    they are ignored). ``task_data_spec`` (NeMo-RL's prompt files) is not used: the prompt is the core's.
+    """
+    name = datum_dict["task_name"]
+    thinking = datum_dict.get("enable_thinking")
+    if name == SFT_TASK:
+        return sft_datum(datum_dict, idx, tokenizer, max_seq_length, thinking)
+    if name in TASK_NAME.values():
+        return grpo_datum(datum_dict, idx, tokenizer, name, max_seq_length, thinking)
+    raise ValueError(
+        f"row {idx}: task_name '{name}' is not a GRPO or SFT stage's ({sorted({*TASK_NAME.values(), SFT_TASK})})"
+    )

@@ -35,11 +35,11 @@ from typing import Any
 
 from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig, NeMoRLSettings
 from nemo_act.engines.local.stages import stage_config
-from nemo_act.engines.nemo_rl.processors import STOP_STRINGS
+from nemo_act.engines.nemo_rl.processors import PROCESSOR, STOP_STRINGS, TASK_NAME
 from nemo_act.stage_data import ALGORITHM  # stage kind -> NeMo-RL algorithm (grpo, sft, dpo)
 
-# GRPO stage kind -> reward environment (the datums' task_name; see environments.ENVIRONMENTS).
-TASK_NAME = {"act": "act_selection", "act_noreason": "act_selection", "rl": "act_action"}
+ROWS = "rows.jsonl"  # the stage's tagged rows in its folder (processors.tag_rows), what NeMo-RL's loader reads
+DATASET = "nemo_act.engines.nemo_rl.datasets.StageRowsDataset"  # data.train.dataset_name (a dotted path)
 _DECAY = {"constant": "constant", "cosine": "cosine", "linear": "linear"}
 _TOKEN_LEVEL = {"grpo": False, "dapo": True, "bnpo": True}
 REWARD_LOG = "reward_parts.jsonl"  # per-step reward parts, written by the reward environment
@@ -200,8 +200,23 @@ def _common(kind: str, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
             "num_val_samples_to_print": 0,
         },
         "cluster": {"num_nodes": n.cluster.num_nodes, "gpus_per_node": n.cluster.gpus_per_node},
-        "data": {"shuffle": True},
+        "data": _data(kind, out),
     }
+
+
+def _data(kind: str, out: Path) -> dict[str, Any]:
+    """NeMo-RL's ``data`` section: our dataset class (dotted path) over the stage's rows file.
+
+    With our processor and reward env (``nemo_rl/data/datasets/response_datasets/__init__.py``
+    ``load_response_dataset``), and no validation split (held-out selection and env evaluation are
+    the core's).
+    """
+    train: dict[str, Any] = {"dataset_name": DATASET, "data_path": str(out / ROWS)}
+    if ALGORITHM[kind] != "dpo":  # DPO rows go through NeMo-RL's own preference_preprocessor
+        train["processor"] = PROCESSOR
+    if kind in TASK_NAME:
+        train["env_name"] = TASK_NAME[kind]
+    return {"train": train, "validation": None, "default": None, "shuffle": True, "use_multiple_dataloader": False}
 
 
 def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -> dict[str, Any]:
@@ -338,7 +353,9 @@ def master_config(
     Returns:
         The merged config as a nested dict.
     """
-    merged = deep_merge(base, stage_overlay(kind, cfg, init=init, out=out, n_rows=n_rows))
+    overlay = stage_overlay(kind, cfg, init=init, out=out, n_rows=n_rows)
+    merged = deep_merge(base, overlay)
+    merged["data"].update(overlay["data"])  # the base's dataset entries are replaced, not merged into ours
     for dotted, value in settings(cfg).overrides.items():
         _set_dotted(merged, dotted, value)
     return merged

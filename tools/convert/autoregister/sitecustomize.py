@@ -1,11 +1,16 @@
-"""Register nemo-act's Megatron-Bridge bridges (Olmo-2/3) in every Python process that imports Megatron-Bridge.
+"""Register nemo-act's extensions in every Python process that imports the library they extend.
 
-NeMo-RL builds the Megatron model inside Ray worker processes, which never import our code. Putting
-this folder (and ``tools/convert``) on ``PYTHONPATH`` makes Python import this ``sitecustomize`` at
-start-up; it only installs an import hook, and imports ``olmo3_bridge`` right after ``megatron.bridge``
-has been imported, so processes that never touch Megatron-Bridge pay nothing. The cluster engine sets
-that ``PYTHONPATH`` for its stages (``nemo_act.engines.nemo_rl.launch``); NeMo-RL hands the driver's
-environment to its workers. A ``sitecustomize`` the image already has is still run (it is chained).
+* Megatron-Bridge: our Olmo-2/3 bridges (``olmo3_bridge``), right after ``megatron.bridge`` is imported.
+  NeMo-RL builds the Megatron model inside Ray worker processes, which never import our code.
+* NeMo-RL: our reward environments and data processor (``nemo_act.engines.nemo_rl.environments.register``),
+  right after ``nemo_rl.environments.utils`` (its env registry) is imported, so NeMo-RL's own
+  ``examples/run_grpo.py`` / ``run_sft.py`` / ``run_dpo.py`` run our stage configs unchanged.
+
+Putting this folder, ``tools/convert`` and the checkout on ``PYTHONPATH`` makes Python import this
+``sitecustomize`` at start-up; it only installs an import hook, so processes that never touch those
+libraries pay nothing. The cluster engine sets that ``PYTHONPATH`` for every step
+(``nemo_act.engines.nemo_rl.interpreters.child_env``); NeMo-RL hands the driver's environment to its
+workers. A ``sitecustomize`` the image already has is still run (it is chained).
 """
 
 from __future__ import annotations
@@ -16,28 +21,38 @@ import importlib.util
 import sys
 from pathlib import Path
 
-_TARGET = "megatron.bridge"
+# module -> what to run right after it has been imported
+_HOOKS = {
+    "megatron.bridge": lambda: importlib.import_module("olmo3_bridge"),
+    "nemo_rl.environments.utils": lambda: importlib.import_module("nemo_act.engines.nemo_rl.environments").register(),
+}
 
 
-class _AfterBridgeImport(importlib.abc.MetaPathFinder):
-    """Wraps the loader of ``megatron.bridge`` so that our bridges register right after it loads."""
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Wraps the loader of each hooked module so that its hook runs right after the module loads."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != _TARGET:
+        if fullname not in _HOOKS or fullname in _done:
             return None
-        sys.meta_path.remove(self)  # find the real spec, once
+        _done.add(fullname)  # find the real spec, once
         spec = importlib.util.find_spec(fullname)
         if spec is None or spec.loader is None:
             return spec
         exec_module = spec.loader.exec_module
 
-        def exec_then_register(module):
+        def exec_then_hook(module):
             exec_module(module)
             sys.modules[fullname] = module
-            importlib.import_module("olmo3_bridge")
+            try:
+                _HOOKS[fullname]()
+            except ImportError as err:  # our code not importable here: say so, leave the library working
+                print(f"[nemo-act] not registered with {fullname}: {err}", file=sys.stderr)
 
-        spec.loader.exec_module = exec_then_register  # type: ignore[method-assign]
+        spec.loader.exec_module = exec_then_hook  # type: ignore[method-assign]
         return spec
+
+
+_done: set[str] = set()
 
 
 def _chain_image_sitecustomize() -> None:
@@ -50,6 +65,6 @@ def _chain_image_sitecustomize() -> None:
             return
 
 
-if _TARGET not in sys.modules:
-    sys.meta_path.insert(0, _AfterBridgeImport())
+_done.update(name for name in _HOOKS if name in sys.modules)
+sys.meta_path.insert(0, _AfterImport())
 _chain_image_sitecustomize()
