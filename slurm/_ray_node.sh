@@ -9,8 +9,9 @@
 #   (its GCS listens) does it write $LOG_DIR/STARTED_RAY_HEAD; then it keeps the step alive;
 # - workers wait for that file (or $LOG_DIR/ENDED), then retry `ray start --address ... --block` every 10 s
 #   (`ray start --address` fails until the GCS listens);
-# - ports below the OS ephemeral range (32768-60999): GCS 9900, client server 9901, worker gRPC 10002-11000,
-#   node manager / object manager / runtime-env agent / dashboard agent / metrics on 5300x (+1 on the head);
+# - ray.sub's ports: GCS 9900, client server 9901 and worker gRPC 10002-11000 (below the OS ephemeral range
+#   32768-60999), node manager / object manager / runtime-env agent / dashboard agent / metrics on 5300x and
+#   52365 (+1 on the head);
 # - RAY_ENABLE_UV_RUN_RUNTIME_ENV=0 (NeMo-RL builds its worker venvs itself);
 # - each node advertises its GPUs as the custom resource worker_units, and `count` reads their total from
 #   `ray status` the way ray.sub counts "actors online".
