@@ -215,6 +215,18 @@ def cmd_cluster_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Check a cluster recipe's layout and estimate memory per GPU; exit 1 when a rule refuses it."""
+    from nemo_act.engines.nemo_rl.layout import plan, print_plan
+
+    cfg = load_config(args.pipeline, args.overrides)
+    result = plan(cfg)
+    print_plan(cfg, result)
+    for rule, reason in result.refusals:
+        print(f"error: layout refused ({rule}): {reason}", file=sys.stderr)
+    return 0 if result.ok else 1
+
+
 def cmd_checklist(args: argparse.Namespace) -> int:
     """Which steps of a run finished, and where each one's log is (printed by slurm/act_preflight.sub)."""
     from nemo_act.pipeline import PipelineRunner
@@ -372,6 +384,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--download-models", action="store_true", help="first download the models (needs internet)")
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
     p.set_defaults(func=cmd_cluster_check)
+
+    p = sub.add_parser("plan", help="check a cluster recipe's parallel layout and estimate memory per GPU")
+    p.add_argument("pipeline", help="cluster recipe (conf/recipes/...)")
+    p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("checklist", help="which steps of a run finished, and where each one's log is")
     p.add_argument("pipeline", help="the run's recipe or pipeline config")

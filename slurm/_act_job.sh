@@ -64,7 +64,13 @@ run mkdir -p "$LOG_DIR"
 # a requeued job keeps its id and so its log dir: last run's Ray markers must not satisfy this run's waits
 run rm -f "$LOG_DIR/STARTED_RAY_HEAD" "$LOG_DIR/ENDED"
 
-# 1. preflight, before Ray: models offline, interpreters, simulator (nemo_act/engines/nemo_rl/preflight.py)
+# 1. preflight, before Ray: the layout (nemo-act plan: parallel sizes against the model and the GPUs, memory per
+#    GPU), then models offline, interpreters, simulator (nemo_act/engines/nemo_rl/layout.py, preflight.py)
+if ! run "${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}" --output="$LOG_DIR/plan.log" \
+  python -m nemo_act.cli plan "$RECIPE" "${OVERRIDES[@]}"; then
+  echo "error: the recipe's layout cannot run (see $LOG_DIR/plan.log); nothing was started" >&2
+  exit 1
+fi
 if ! run "${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}" --output="$LOG_DIR/cluster-check.log" \
   python -m nemo_act.cli cluster-check "$RECIPE" --run-dir "$RUN_DIR" "${OVERRIDES[@]}"; then
   echo "error: preflight checks failed (see $LOG_DIR/cluster-check.log); nothing was started" >&2

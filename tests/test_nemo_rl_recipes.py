@@ -6,6 +6,7 @@ tests/test_nemo_rl_engine.py where NeMo-RL is importable."""
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -17,13 +18,16 @@ from nemo_act.engines.nemo_rl.launch import latest_checkpoint, megatron_weights,
 from nemo_act.generation.vllm import request_seed, sampling_params
 
 RECIPES = sorted((conf_root() / "recipes").glob("*/act-*.yaml"))
-MODELS = {"qwen3-8b": "Qwen/Qwen3-8B", "qwen3-4b": "Qwen/Qwen3-4B", "olmo3-7b": "allenai/Olmo-3-7B-Instruct"}
+MODELS = {
+    "qwen3-8b": "Qwen/Qwen3-8B", "qwen3-4b": "Qwen/Qwen3-4B", "olmo3-7b": "allenai/Olmo-3-7B-Instruct",
+    "qwen3-32b": "Qwen/Qwen3-32B", "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+}  # fmt: skip
 
 
 def test_there_is_a_bf16_and_an_fp8_recipe_per_model_and_benchmark():
     names = {(p.parent.name, p.stem) for p in RECIPES}
     for bench in ("alfworld", "webshop", "scienceworld"):
-        for layout in ("qwen3-8b-4n4g", "qwen3-4b-2n4g", "olmo3-7b-4n4g"):
+        for layout in ("qwen3-8b-4n4g", "qwen3-4b-2n4g", "olmo3-7b-4n4g", "qwen3-32b-8n4g", "qwen3-30b-a3b-8n4g"):
             assert (bench, f"act-{layout}-megatron") in names and (bench, f"act-{layout}-megatron-fp8") in names
 
 
@@ -33,9 +37,9 @@ def test_recipe_loads_and_names_what_it_runs(path: Path):
     n = cfg.engine.nemo_rl
     assert cfg.engine.name == "nemo_rl" and n is not None and cfg.generation.backend == "vllm"
     assert cfg.benchmark.name == path.parent.name
-    model = next(m for key, m in MODELS.items() if key in path.stem)
+    model = next(m for key, m in MODELS.items() if f"-{key}-" in path.stem)
     assert cfg.model.name_or_path == model
-    nodes, gpus = (int(x) for x in path.stem.split("-")[3].rstrip("g").split("n"))
+    nodes, gpus = (int(x) for x in re.search(r"-(\d+)n(\d+)g-", path.stem).groups())
     assert (n.cluster.num_nodes, n.cluster.gpus_per_node) == (nodes, gpus)
     assert n.precision == ("fp8" if path.stem.endswith("fp8") else "bf16")
     world = nodes * gpus
@@ -332,3 +336,17 @@ def test_stage_config_names_our_dataset_processor_and_env_and_replaces_the_base_
     assert il["processor"] == "nemo_act" and "env_name" not in il
     dpo = recipe.master_config("dpo", cfg, base, init="x", out="/o", n_rows=5000)["data"]["train"]
     assert "processor" not in dpo  # NeMo-RL's own preference_preprocessor
+
+
+def test_moe_recipe_maps_expert_parallel_and_its_vllm_backend_onto_rollouts_only():
+    """As NeMo-RL's grpo-qwen3-30ba3b-8n4g-megatron.yaml: EP=2, allgather dispatcher, vLLM's triton MoE backend."""
+    cfg = load_config(conf_root() / "recipes" / "scienceworld" / "act-qwen3-30b-a3b-8n4g-megatron.yaml")
+    act = recipe.master_config("act", cfg, {}, init="x", out="/o", n_rows=5000)
+    mg = act["policy"]["megatron_cfg"]
+    assert (mg["tensor_model_parallel_size"], mg["pipeline_model_parallel_size"], mg["expert_model_parallel_size"]) == (
+        2, 2, 2,
+    )  # fmt: skip
+    assert mg["moe_token_dispatcher_type"] == "allgather"
+    assert act["policy"]["generation"]["vllm_kwargs"] == {"moe_backend": "triton"}
+    il = recipe.master_config("il", cfg, {}, init="x", out="/o", n_rows=5000)
+    assert "generation" not in il["policy"]  # SFT has no rollouts: nothing to hang vLLM arguments on

@@ -35,7 +35,7 @@ from nemo_act.config import conf_root, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 SUBS = sorted((REPO / "slurm").glob("act_*.sub"))
-JOBS = {"act_qwen3_8b", "act_qwen3_4b", "act_olmo3_7b", "act_preflight"}
+JOBS = {"act_qwen3_8b", "act_qwen3_4b", "act_olmo3_7b", "act_qwen3_32b", "act_qwen3_30b_a3b", "act_preflight"}
 
 SCONTROL = r"""#!/bin/bash
 echo "scontrol $*" >> "$FAKE_LOG"
@@ -175,8 +175,13 @@ def test_dry_run_prints_every_command_then_the_whole_plan_and_runs_none(fake_slu
     assert head[-2].endswith("slurm/_ray_node.sh") and head[head.index("-w") + 1] == "gh1"
     workers = _find(cmds, "worker")
     assert "--nodes=3" in workers and "--exclude=gh1" in workers
-    order = [i for i, c in enumerate(cmds) if "cluster-check" in c or "head" in c or "run" in c]
-    assert order == sorted(order) and "cluster-check" in cmds[order[0]]  # preflight before Ray, Ray before the run
+    order = [i for i, c in enumerate(cmds) if {"plan", "cluster-check", "head", "run"} & set(c)]
+    assert [next(w for w in ("plan", "cluster-check", "head", "run") if w in cmds[i]) for i in order] == [
+        "plan",
+        "cluster-check",
+        "head",
+        "run",
+    ]  # the layout, then the preflight, before Ray; Ray before the run
     pipeline = _find(cmds, "nemo_act.cli", "run")
     assert pipeline[pipeline.index("run") + 1] == "conf/recipes/alfworld/act-qwen3-8b-4n4g-megatron.yaml"
     assert pipeline[pipeline.index("--run-dir") + 1] == f"{env['RUNS_ROOT']}/alfworld/act-qwen3-8b-4n4g-megatron"
@@ -286,6 +291,10 @@ def test_ray_comes_up_although_workers_fail_until_the_gcs_listens_and_usr1_reque
 def test_the_job_stops_with_a_reason_when_preflight_ray_or_the_pipeline_fails(fake_slurm, tmp_path):
     env, log = fake_slurm
     env = _job_env(env, tmp_path)
+    layout = _run("act_qwen3_8b.sub", {**env, "NEMO_ACT_OVERRIDES": "engine.nemo_rl.megatron.tensor_parallel=3"})
+    assert layout.returncode == 1 and "the recipe's layout cannot run" in layout.stderr  # the real planner ran
+    plan_log = Path(env["RUNS_ROOT"]) / "alfworld" / "act-qwen3-8b-4n4g-megatron" / "logs" / "job-4242" / "plan.log"
+    assert "refused (heads)" in plan_log.read_text() and "cluster-check" not in log.read_text()
     pre = _run("act_qwen3_8b.sub", {**env, "FAKE_CHECK_RC": "1"}, timeout=60)
     assert pre.returncode == 1 and "preflight checks failed" in pre.stderr
     assert "ray start" not in log.read_text()  # stopped before Ray

@@ -32,6 +32,22 @@ class TinyModelSpec(_Strict):
     seed: int
 
 
+class ModelArchitecture(_Strict):
+    """The sizes the layout planner needs (``nemo-act plan``), as the model's HF ``config.json`` gives them."""
+
+    layers: int = Field(gt=0, description="num_hidden_layers")
+    hidden: int = Field(gt=0, description="hidden_size")
+    ffn: int = Field(gt=0, description="intermediate_size (dense MLP)")
+    heads: int = Field(gt=0, description="num_attention_heads")
+    kv_heads: int = Field(gt=0, description="num_key_value_heads")
+    head_dim: int = Field(gt=0)
+    vocab: int = Field(gt=0, description="vocab_size")
+    tied_embeddings: bool = Field(description="tie_word_embeddings")
+    experts: int = Field(ge=0, description="num_experts (0: dense)")
+    expert_ffn: int = Field(ge=0, description="moe_intermediate_size (0: dense)")
+    experts_per_token: int = Field(ge=0, description="num_experts_per_tok (0: dense)")
+
+
 class ModelConfig(_Strict):
     """The policy model: an HF name or folder, and how its chat template is called."""
 
@@ -42,6 +58,7 @@ class ModelConfig(_Strict):
     )
     max_context_tokens: int = Field(gt=0, description="Prompts longer than this are an error.")
     tiny: TinyModelSpec | None = Field(description="Set only for the built-in tiny model.")
+    architecture: ModelArchitecture | None = Field(description="Sizes for the layout planner (cluster models).")
 
 
 class SamplingConfig(_Strict):
@@ -165,6 +182,9 @@ class ClusterShape(_Strict):
 
     num_nodes: int = Field(gt=0)
     gpus_per_node: int = Field(gt=0, description="GH200 nodes: 4; DGX H100: 8.")
+    gpu: Literal["gh200_96gb", "gh200_144gb", "h100_80gb", "h200_141gb"] = Field(
+        description="GPU type: its memory bounds the layout planner's estimate."
+    )
 
 
 class MegatronParallelism(_Strict):
@@ -173,6 +193,8 @@ class MegatronParallelism(_Strict):
     tensor_parallel: int = Field(gt=0)
     pipeline_parallel: int = Field(gt=0)
     context_parallel: int = Field(gt=0)
+    expert_parallel: int = Field(gt=0, description="EP: experts split over this many ranks (MoE).")
+    expert_tensor_parallel: int | None = Field(gt=0, description="ETP for expert layers (None: NeMo-RL's default).")
     sequence_parallel: bool = Field(description="Needs tensor_parallel > 1 to matter.")
     activation_checkpointing: bool
     distributed_optimizer: bool
@@ -188,6 +210,9 @@ class NeMoRLSettings(_Strict):
     megatron: MegatronParallelism
     precision: Literal["bf16", "fp8"] = Field(description="fp8 = TE blockwise e4m3 training + FP8 vLLM rollouts.")
     vllm: VLLMSettings
+    vllm_kwargs: dict[str, Any] = Field(
+        description="Extra vLLM engine arguments of GRPO rollouts (policy.generation.vllm_kwargs)."
+    )
     max_total_sequence_length: int = Field(gt=0, description="Prompt + response tokens of a GRPO sample.")
     micro_batch_size: int = Field(gt=0, description="Sequences per GPU per forward pass.")
     save_period: int = Field(gt=0, description="NeMo-RL checkpoint every N steps (requeued jobs resume there).")

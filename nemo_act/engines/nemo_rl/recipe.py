@@ -125,6 +125,8 @@ def _policy(kind: str, cfg: ExperimentConfig, init: str, steps: int, max_len: in
         "tensor_model_parallel_size": mg.tensor_parallel,
         "pipeline_model_parallel_size": mg.pipeline_parallel,
         "context_parallel_size": mg.context_parallel,
+        "expert_model_parallel_size": mg.expert_parallel,
+        **({"expert_tensor_parallel_size": mg.expert_tensor_parallel} if mg.expert_tensor_parallel else {}),
         "sequence_parallel": mg.sequence_parallel,
         "activation_checkpointing": mg.activation_checkpointing,
         "pipeline_dtype": "bfloat16",
@@ -242,6 +244,7 @@ def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -
             "precision": "fp8" if fp8 else "bfloat16",
             "use_deep_gemm": fp8,
         },
+        **({"vllm_kwargs": dict(n.vllm_kwargs)} if n.vllm_kwargs else {}),
     }
     values = cfg.rewards.selection if TASK_NAME[kind] == "act_selection" else cfg.rewards.action
     return {
