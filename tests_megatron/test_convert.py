@@ -1,4 +1,4 @@
-"""HF -> Megatron -> HF round trips on CPU (gloo): TP=1, TP=2 over 2 processes, PP=2 over 2 processes."""
+"""HF -> Megatron -> HF round trips on CPU (gloo): TP=1, TP=2, PP=2 (2 processes) and TP=2 x PP=2 (4 processes)."""
 
 from pathlib import Path
 
@@ -10,7 +10,7 @@ import verify
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
-LAYOUTS = [(1, 1), (2, 1), (1, 2)]
+LAYOUTS = [(1, 1), (2, 1), (1, 2), (2, 2)]  # (2, 2): four gloo processes
 
 
 def _weights(folder: Path) -> dict[str, torch.Tensor]:
