@@ -194,7 +194,8 @@ def test_killed_stage_resumes_from_its_last_checkpoint(tiny_model_dir, sw_expert
     proc.wait()
     assert any(ckpts.glob("checkpoint-*")), "the kill must land after a checkpoint"
     assert not json.loads((run / "stages" / "01_il" / "stage.json").read_text())["complete"]
-    subprocess.run(cmd, env=env, check=True, capture_output=True)
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
     log = json.loads((run / "run.json").read_text())
     assert log["stages"][0]["status"] == "resumed"
     history = [json.loads(x) for x in (run / "stages" / "01_il" / "metrics.jsonl").read_text().splitlines()]
@@ -262,3 +263,17 @@ def test_cluster_mode_runs_gpu_steps_in_child_processes_with_the_same_results(ti
         sel = runner.selection("init", str(tiny_model_dir), pairs)
         results.append((pairs.read_text(), sel["free"], sel["forced"]))
     assert results[0] == results[1] and results[0][0]
+
+
+def test_resume_skips_a_checkpoint_cut_short_by_a_kill(tmp_path):
+    """SIGKILL while TRL writes checkpoint-N leaves it without a whole trainer_state.json: resume from N-2."""
+    from nemo_act.engines.local.stages import _last_checkpoint
+
+    ckpts = tmp_path / "checkpoints"
+    for step, state in ((2, '{"global_step": 2}'), (4, '{"global_step": 4}'), (6, '{"global_st')):
+        (ckpts / f"checkpoint-{step}").mkdir(parents=True)
+        (ckpts / f"checkpoint-{step}" / "trainer_state.json").write_text(state)
+    (ckpts / "checkpoint-8").mkdir()  # killed before its state was written
+    assert _last_checkpoint(tmp_path) == str(ckpts / "checkpoint-4")
+    assert sorted(p.name for p in ckpts.iterdir()) == ["checkpoint-2", "checkpoint-4"]
+    assert _last_checkpoint(tmp_path / "none") is None

@@ -9,6 +9,7 @@ to ``<out>/checkpoints`` every ``save_steps``; a crashed stage resumes from the 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any, get_args
 
@@ -83,9 +84,22 @@ def _load(init: str, cfg: ExperimentConfig):
     return model, tok
 
 
+def _finished(ckpt: Path) -> bool:
+    """A TRL checkpoint that was written whole: transformers writes ``trainer_state.json`` last."""
+    try:
+        json.loads((ckpt / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def _last_checkpoint(out: Path) -> str | None:
+    """The newest whole checkpoint: a kill while one is being written leaves it partial, so it is skipped."""
     ckpts = sorted((out / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
-    return str(ckpts[-1]) if ckpts else None
+    whole = [c for c in ckpts if _finished(c)]
+    for partial in set(ckpts) - set(whole):
+        shutil.rmtree(partial, ignore_errors=True)  # or TRL's checkpoint rotation trips over it later
+    return str(whole[-1]) if whole else None
 
 
 def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: Path):
