@@ -273,7 +273,7 @@ def cmd_convert(argv: Sequence[str]) -> int:
 
     The tools need Megatron-Core and Megatron-Bridge (Python 3.12): they run with
     ``$NEMO_ACT_CONVERT_PYTHON``, else the repository's ``.venv-megatron`` (``make test-megatron``
-    builds it), else this interpreter (e.g. inside the NeMo-RL container).
+    builds it), else the Megatron worker venv inside the NeMo-RL image, else this interpreter.
     """
     import os
     import subprocess
@@ -286,7 +286,10 @@ def cmd_convert(argv: Sequence[str]) -> int:
     if not script.exists():
         raise UsageError(f"{script} not found: nemo-act convert runs from a source checkout of nemo-act")
     venv = repo / ".venv-megatron" / "bin" / "python"
-    python = os.environ.get("NEMO_ACT_CONVERT_PYTHON") or (str(venv) if venv.exists() else sys.executable)
+    from nemo_act.engines.nemo_rl.interpreters import python_for
+
+    # in the NeMo-RL image the Megatron worker venv (interpreters.py); elsewhere this interpreter
+    python = os.environ.get("NEMO_ACT_CONVERT_PYTHON") or (str(venv) if venv.exists() else python_for("mcore"))
     return subprocess.call([python, str(script), *argv[1:]])
 
 
