@@ -87,6 +87,12 @@ def _engine_fingerprint(cfg: ExperimentConfig) -> dict[str, Any]:
     return {"engine": {"precision": n.precision, "bases": n.bases, "overrides": n.overrides}}
 
 
+def stage_complete(folder: Path) -> bool:
+    """True when a stage folder's ``stage.json`` says the stage finished."""
+    marker = folder / "stage.json"
+    return marker.exists() and json.loads(marker.read_text())["complete"]
+
+
 class PipelineRunner:
     """Runs ``cfg.pipeline`` in ``run_dir`` with ``cfg.engine`` (local, or nemo_rl on a Ray cluster).
 
@@ -269,10 +275,10 @@ class PipelineRunner:
         """The stage folders of this run that finished, in pipeline order (stops at the first unfinished)."""
         out = []
         for i, kind in enumerate(self.cfg.pipeline.stages, start=1):
-            marker = self.dir / "stages" / f"{i:02d}_{kind}" / "stage.json"
-            if not marker.exists() or not json.loads(marker.read_text())["complete"]:
+            folder = self.dir / "stages" / f"{i:02d}_{kind}"
+            if not stage_complete(folder):
                 break
-            out.append(str(marker.parent))
+            out.append(str(folder))
         return out
 
     def run(self, only: str | None = None) -> dict[str, Any]:
@@ -397,11 +403,8 @@ class PipelineRunner:
         job_log = str(Path(log_dir) / "pipeline.log") if log_dir else "(console)"
         if log_dir is not None:
             check_log = Path(log_dir) / "cluster-check.log"
-            passed = (
-                check_log.exists()
-                and " checks passed" in check_log.read_text()
-                and "error:" not in check_log.read_text()
-            )
+            text = check_log.read_text() if check_log.exists() else ""
+            passed = " checks passed" in text and "error:" not in text
             rows.append({"step": "preflight checks", "ok": passed, "log": str(check_log)})
             ray_up = (Path(log_dir) / "STARTED_RAY_HEAD").exists()
             rows.append({"step": "Ray head up", "ok": ray_up, "log": str(Path(log_dir) / "ray-head.log")})
@@ -412,13 +415,9 @@ class PipelineRunner:
                 ok, log = manifest_path(out).exists(), job_log
             elif step.startswith("train "):
                 stage = out.parent if out.name == "checkpoints" else out
-                marker = stage / "stage.json"
-                done = marker.exists() and json.loads(marker.read_text())["complete"]
-                ok, log = done or any(out.glob("step_*")), str(stage / "nemo_rl" / "logs")
+                ok, log = stage_complete(stage) or any(out.glob("step_*")), str(stage / "nemo_rl" / "logs")
             elif step.startswith("export "):
-                marker = out / "stage.json"
-                ok = (out / "config.json").exists() and marker.exists() and json.loads(marker.read_text())["complete"]
-                log = job_log
+                ok, log = (out / "config.json").exists() and stage_complete(out), job_log
             elif step == "evaluate":
                 ok, log = (out / "summary.json").exists(), job_log
             else:

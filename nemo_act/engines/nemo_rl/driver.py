@@ -106,8 +106,11 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
     """
     out = Path(args.out)
     cfg = stage_experiment(args.stage, load_config(args.config, args.overrides))
-    rows = tag_rows(args.stage, _rows(args, cfg), cfg.model.enable_thinking)
-    write_text_atomic(out / recipe.ROWS, "".join(json.dumps(r) + "\n" for r in rows))
+    given = _rows(args, cfg)
+    rows = tag_rows(args.stage, given, cfg.model.enable_thinking)
+    same_file = args.rows is not None and Path(args.rows).resolve() == (out / recipe.ROWS).resolve()
+    if rows != given or not same_file:  # the runner hands over its rows already tagged, in that very file
+        write_text_atomic(out / recipe.ROWS, "".join(json.dumps(r) + "\n" for r in rows))
     master = build(args.stage, cfg, args.init, out, len(rows))
     resumed_at = checkpoint_step(latest_checkpoint(out / "checkpoints"))
     for env_cfg in master.get("env", {}).values():

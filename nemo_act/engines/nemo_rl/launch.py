@@ -28,6 +28,7 @@ from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import write_text_atomic
 from nemo_act.engines.nemo_rl import interpreters
 from nemo_act.engines.nemo_rl.processors import tag_rows
+from nemo_act.engines.nemo_rl.recipe import ROWS
 
 EXPORT_TOOL = interpreters.CONVERT / "megatron_to_hf.py"
 _STEP = re.compile(r"^step_(\d+)$")
@@ -51,7 +52,7 @@ def driver_command(kind: str, init: str, out: Path) -> list[str]:
     argv = [
         "-m", "nemo_act.engines.nemo_rl.driver",
         "--stage", kind, "--init", init, "--config", str(out / "experiment.yaml"),
-        "--rows", str(out / "rows.jsonl"), "--out", str(out),
+        "--rows", str(out / ROWS), "--out", str(out),
     ]  # fmt: skip
     return interpreters.command("driver", argv)
 
@@ -160,7 +161,7 @@ def run_driver(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experiment
         shutil.rmtree(out / HF_IMPORT, ignore_errors=True)
     write_text_atomic(out / "experiment.yaml", to_yaml(cfg))
     tagged = tag_rows(kind, rows, cfg.model.enable_thinking)  # what NeMo-RL's loader reads (datasets.py)
-    write_text_atomic(out / "rows.jsonl", "".join(json.dumps(r) + "\n" for r in tagged))
+    write_text_atomic(out / ROWS, "".join(json.dumps(r) + "\n" for r in tagged))
     _run(driver_command(kind, init, out), out)
     return out
 
