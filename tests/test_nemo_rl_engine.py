@@ -83,7 +83,7 @@ def test_every_recipe_and_stage_validates_against_the_pinned_master_config(tmp_p
 
     master_configs = {"grpo": grpo.MasterConfig, "sft": sft.MasterConfig, "dpo": dpo.MasterConfig}
     recipes = sorted((conf_root() / "recipes").glob("*/act-*.yaml"))
-    assert len(recipes) == 30
+    assert len(recipes) == 36
     recipes += sorted(p for p in (conf_root() / "recipes").glob("*/preflight-*.yaml") if p.parent.name != "_layouts")
     for path in recipes:
         cfg = load_config(path)

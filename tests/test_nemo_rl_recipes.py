@@ -20,14 +20,21 @@ from nemo_act.generation.vllm import request_seed, sampling_params
 RECIPES = sorted((conf_root() / "recipes").glob("*/act-*.yaml"))
 MODELS = {
     "qwen3-8b": "Qwen/Qwen3-8B", "qwen3-4b": "Qwen/Qwen3-4B", "olmo3-7b": "allenai/Olmo-3-7B-Instruct",
-    "qwen3-32b": "Qwen/Qwen3-32B", "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+    "qwen3-32b": "Qwen/Qwen3-32B", "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B", "olmo3-32b": "allenai/Olmo-3.1-32B-Instruct",
 }  # fmt: skip
 
 
 def test_there_is_a_bf16_and_an_fp8_recipe_per_model_and_benchmark():
     names = {(p.parent.name, p.stem) for p in RECIPES}
     for bench in ("alfworld", "webshop", "scienceworld"):
-        for layout in ("qwen3-8b-4n4g", "qwen3-4b-2n4g", "olmo3-7b-4n4g", "qwen3-32b-8n4g", "qwen3-30b-a3b-8n4g"):
+        for layout in (
+            "qwen3-8b-4n4g",
+            "qwen3-4b-2n4g",
+            "olmo3-7b-4n4g",
+            "qwen3-32b-8n4g",
+            "qwen3-30b-a3b-8n4g",
+            "olmo3-32b-8n4g",
+        ):
             assert (bench, f"act-{layout}-megatron") in names and (bench, f"act-{layout}-megatron-fp8") in names
 
 

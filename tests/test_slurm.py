@@ -35,7 +35,15 @@ from nemo_act.config import conf_root, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 SUBS = sorted((REPO / "slurm").glob("act_*.sub"))
-JOBS = {"act_qwen3_8b", "act_qwen3_4b", "act_olmo3_7b", "act_qwen3_32b", "act_qwen3_30b_a3b", "act_preflight"}
+JOBS = {
+    "act_qwen3_8b",
+    "act_qwen3_4b",
+    "act_olmo3_7b",
+    "act_qwen3_32b",
+    "act_olmo3_32b",
+    "act_qwen3_30b_a3b",
+    "act_preflight",
+}
 
 SCONTROL = r"""#!/bin/bash
 echo "scontrol $*" >> "$FAKE_LOG"

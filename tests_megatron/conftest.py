@@ -89,3 +89,24 @@ def tiny_olmo2(tmp_path_factory) -> Path:
         pad_token_id=2, bos_token_id=None, eos_token_id=1,
     )  # fmt: skip
     return save_model(Olmo2ForCausalLM, cfg, folder)
+
+
+@pytest.fixture(scope="session")
+def tiny_olmo3_32b_shape(tmp_path_factory) -> Path:
+    """Olmo-3 shaped like Olmo-3.1-32B-Instruct's config.json where the 7B differs: grouped-query attention with
+    5 query heads per KV head (40 / 8 there, 10 / 2 here, so TP=2 splits both), an explicit head_dim, and YaRN RoPE
+    (rope_type yarn, factor 8, beta_fast 32, beta_slow 1, attention_factor 1.2079 as published) beside the sliding
+    window on 3 of 4 layers. The YaRN original context is 64 here so its frequency ramp acts on 16-token inputs."""
+    from transformers import Olmo3Config, Olmo3ForCausalLM
+
+    folder = tmp_path_factory.mktemp("olmo3_32b_shape") / "hf"
+    cfg = Olmo3Config(
+        vocab_size=320, hidden_size=80, intermediate_size=176, num_hidden_layers=4, num_attention_heads=10,
+        num_key_value_heads=2, head_dim=8, max_position_embeddings=512, sliding_window=4, tie_word_embeddings=False,
+        pad_token_id=2, bos_token_id=None, eos_token_id=1,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 500000.0, "factor": 8.0,
+                         "original_max_position_embeddings": 64, "attention_factor": 1.2079441541679836,
+                         "beta_fast": 32.0, "beta_slow": 1.0},
+        layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+    )  # fmt: skip
+    return save_model(Olmo3ForCausalLM, cfg, folder)

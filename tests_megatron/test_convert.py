@@ -36,6 +36,27 @@ def test_round_trip_is_exact(request, model: str, tmp_path: Path, tp: int, pp: i
     _same_model(hf, back)
 
 
+def test_olmo3_32b_shape_round_trip_is_exact_and_yarn_counts(tiny_olmo3_32b_shape: Path, tmp_path: Path):
+    """The Olmo-3.1-32B recipe's model shape (GQA 5:1, YaRN, sliding windows) at TP=2 x PP=2 (4 processes), exact
+    both ways; and YaRN is not a no-op on these inputs (the same weights with plain RoPE give other logits), so the
+    check would catch a bridge that dropped it."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    hf = tiny_olmo3_32b_shape
+    ckpt, back = tmp_path / "megatron", tmp_path / "hf"
+    diff_in = hf_to_megatron.convert(str(hf), str(ckpt), tp=2, pp=2, device="cpu")
+    diff_out = megatron_to_hf.export(str(ckpt), str(hf), str(back), device="cpu")
+    assert diff_in is not None and diff_in < 1e-5 and diff_out is not None and diff_out < 1e-5
+    _same_model(hf, back)
+    plain = AutoConfig.from_pretrained(hf)
+    plain.rope_parameters = {"rope_type": "default", "rope_theta": plain.rope_parameters["rope_theta"]}
+    ids = torch.randint(0, 320, (1, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        yarn = AutoModelForCausalLM.from_pretrained(hf)(ids).logits
+        rope = AutoModelForCausalLM.from_pretrained(hf, config=plain)(ids).logits
+    assert (yarn - rope).abs().max() > 1e-3
+
+
 def test_olmo2_round_trip_is_exact(tiny_olmo2: Path, tmp_path: Path):
     ckpt = tmp_path / "megatron"
     hf_to_megatron.convert(str(tiny_olmo2), str(ckpt), tp=2, device="cpu")
