@@ -110,3 +110,18 @@ def tiny_olmo3_32b_shape(tmp_path_factory) -> Path:
         layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
     )  # fmt: skip
     return save_model(Olmo3ForCausalLM, cfg, folder)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_moe(tmp_path_factory) -> Path:
+    """Qwen3-MoE (Qwen3-30B-A3B's architecture): every layer sparse, 4 experts, top-2 with normalised weights."""
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    folder = tmp_path_factory.mktemp("qwen3_moe") / "hf"
+    cfg = Qwen3MoeConfig(
+        vocab_size=320, hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=4, num_experts_per_tok=2,
+        norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[], max_position_embeddings=256,
+        tie_word_embeddings=False,
+    )  # fmt: skip
+    return save_model(Qwen3MoeForCausalLM, cfg, folder)

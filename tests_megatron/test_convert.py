@@ -1,4 +1,5 @@
-"""HF -> Megatron -> HF round trips on CPU (gloo): TP=1, TP=2, PP=2 (2 processes) and TP=2 x PP=2 (4 processes)."""
+"""HF -> Megatron -> HF round trips on CPU (gloo): TP=1, TP=2, PP=2 (2 processes) and TP=2 x PP=2 (4 processes);
+Qwen3-MoE at expert parallel 2."""
 
 from pathlib import Path
 
@@ -55,6 +56,15 @@ def test_olmo3_32b_shape_round_trip_is_exact_and_yarn_counts(tiny_olmo3_32b_shap
         yarn = AutoModelForCausalLM.from_pretrained(hf)(ids).logits
         rope = AutoModelForCausalLM.from_pretrained(hf, config=plain)(ids).logits
     assert (yarn - rope).abs().max() > 1e-3
+
+
+def test_moe_round_trip_at_expert_parallel_2_is_exact(tiny_qwen3_moe: Path, tmp_path: Path):
+    """Qwen3-MoE written by 2 processes that each hold 2 of the 4 experts (EP=2), loaded back into one: exact."""
+    ckpt, back = tmp_path / "megatron", tmp_path / "hf"
+    diff_in = hf_to_megatron.convert(str(tiny_qwen3_moe), str(ckpt), ep=2, device="cpu")
+    diff_out = megatron_to_hf.export(str(ckpt), str(tiny_qwen3_moe), str(back), device="cpu")
+    assert diff_in is not None and diff_in < 1e-5 and diff_out is not None and diff_out < 1e-5
+    _same_model(tiny_qwen3_moe, back)
 
 
 def test_olmo2_round_trip_is_exact(tiny_olmo2: Path, tmp_path: Path):

@@ -59,15 +59,37 @@ def register_our_bridges() -> None:
     register_allowed_target_prefix("olmo3_bridge.")  # checkpoints name our layer spec; let their loader import it
 
 
-def build_model(bridge: Any, tp: int, pp: int, device: str, dtype: str | None = None) -> list[Any]:
-    """The Megatron model of ``bridge``'s HF checkpoint with its weights, laid out over TP x PP ranks.
+# Mixture-of-experts layers on CPU: one expert MLP after another (Megatron-Core's SequentialMLP) instead of the
+# grouped GEMM and fused permutation that need Transformer Engine / CUDA, and the all-gather token dispatcher
+# (the all-to-all one opens a CUDA stream when it is built; dispatchers move activations, not weights).
+# Checkpoints do not depend on it: TEGroupedMLP.sharded_state_dict maps its experts to SequentialMLP's keys
+# ("The sharded state dict is interchangable with SequentialMLP's", megatron/core/transformer/moe/experts.py),
+# so a GPU job with grouped GEMM loads what a CPU conversion wrote. Applied to models with experts only.
+CPU_MOE = {"moe_grouped_gemm": False, "moe_permute_fusion": False, "moe_token_dispatcher_type": "allgather"}
+
+
+def load_overrides(device: str) -> dict[str, Any]:
+    """Config overrides for loading any saved layout into one process (TP=PP=EP=1), plus :data:`CPU_MOE` on CPU."""
+    one = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "expert_model_parallel_size": 1}
+    return {**one, **CPU_MOE} if device == "cpu" else one
+
+
+def build_model(bridge: Any, tp: int, pp: int, device: str, dtype: str | None = None, ep: int = 1) -> list[Any]:
+    """The Megatron model of ``bridge``'s HF checkpoint with its weights, laid out over TP x PP (x EP) ranks.
 
     ``dtype`` (``float32`` / ``bfloat16``) sets the parameters' type; None: float32 on CPU, the HF
     config's on GPUs. ``bfloat16`` on CPU writes what a bf16 training job saves (tests of the export).
+    ``ep``: expert parallel size (models with experts; carved out of the TP x DP ranks as Megatron-Core does).
     """
     provider = bridge.to_megatron_provider(load_weights=True)
     provider.tensor_model_parallel_size = tp
     provider.pipeline_model_parallel_size = pp
+    if ep > 1 and not getattr(provider, "num_moe_experts", None):
+        raise ValueError(f"expert parallel size {ep} given for a model without experts")
+    provider.expert_model_parallel_size = ep
+    if device == "cpu" and getattr(provider, "num_moe_experts", None):
+        for key, value in CPU_MOE.items():
+            setattr(provider, key, value)
     if dtype is not None:
         provider.params_dtype = getattr(torch, dtype)
     elif device == "cpu":

@@ -31,9 +31,7 @@ def _rank(rank: int, world: int, port: int, ckpt: str, hf_ref: str, out: str, de
     from transformers import AutoTokenizer
 
     bridge = AutoBridge.from_hf_pretrained(hf_ref, dtype="float32" if device == "cpu" else "auto")
-    model = bridge.load_megatron_model(
-        ckpt, mp_overrides={"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}
-    )
+    model = bridge.load_megatron_model(ckpt, mp_overrides=_megatron.load_overrides(device))
     bridge.save_hf_pretrained(model, out, strict=strict)
     AutoTokenizer.from_pretrained(hf_ref).save_pretrained(out)  # tokenizer + chat template
 

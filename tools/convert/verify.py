@@ -37,9 +37,7 @@ def _rank(rank: int, world: int, port: int, hf_dir: str, ckpt: str, device: str,
     from megatron.bridge import AutoBridge
 
     bridge = AutoBridge.from_hf_pretrained(hf_dir, dtype="float32")
-    model = bridge.load_megatron_model(
-        ckpt, mp_overrides={"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}
-    )
+    model = bridge.load_megatron_model(ckpt, mp_overrides=_megatron.load_overrides(device))
     ids = _megatron.fixed_input_ids(bridge.hf_pretrained.config.vocab_size)
     ref = _megatron.hf_logits(hf_dir, ids, device)
     diff = (_megatron.megatron_logits(model, ids) - ref).abs().max().item()
