@@ -68,17 +68,38 @@ def register_our_bridges() -> None:
 CPU_MOE = {"moe_grouped_gemm": False, "moe_permute_fusion": False, "moe_token_dispatcher_type": "allgather"}
 
 
-def load_overrides(device: str) -> dict[str, Any]:
-    """Config overrides for loading any saved layout into one process (TP=PP=EP=1), plus :data:`CPU_MOE` on CPU."""
-    one = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "expert_model_parallel_size": 1}
-    return {**one, **CPU_MOE} if device == "cpu" else one
+def load_overrides(device: str, dtype: str = "float32") -> dict[str, Any]:
+    """Config overrides for loading any saved layout into one process (TP=PP=EP=1).
+
+    On CPU also :data:`CPU_MOE` and the parameter type: Megatron-Bridge's loader builds the model in the type
+    the checkpoint's config names (``bf16: true`` for a bf16 training job), which is neither what a float32
+    logit check needs nor, for an fp32 checkpoint, what an export to a bf16 HF folder needs. ``dtype``
+    (``float32`` / ``bfloat16``): the type to hold the weights in (values are cast when loaded).
+    """
+    one: dict[str, Any] = {
+        "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "expert_model_parallel_size": 1,
+    }  # fmt: skip
+    if device != "cpu":
+        return one
+    bf16 = dtype == "bfloat16"
+    return {**one, **CPU_MOE, "bf16": bf16, "fp16": False, "params_dtype": torch.bfloat16 if bf16 else torch.float32}
+
+
+def hf_dtype(hf_dir: str | Path) -> str:
+    """The parameter type an HF checkpoint's config names (``float32`` when it names none)."""
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.from_pretrained(str(hf_dir))
+    dtype = getattr(cfg, "dtype", None) or getattr(cfg, "torch_dtype", None) or "float32"
+    return str(dtype).removeprefix("torch.")
 
 
 def build_model(bridge: Any, tp: int, pp: int, device: str, dtype: str | None = None, ep: int = 1) -> list[Any]:
     """The Megatron model of ``bridge``'s HF checkpoint with its weights, laid out over TP x PP (x EP) ranks.
 
     ``dtype`` (``float32`` / ``bfloat16``) sets the parameters' type; None: float32 on CPU, the HF
-    config's on GPUs. ``bfloat16`` on CPU writes what a bf16 training job saves (tests of the export).
+    config's on GPUs. ``bfloat16`` on CPU writes what a bf16 training job saves, its config saying
+    ``bf16: true`` (tests of the export).
     ``ep``: expert parallel size (models with experts; carved out of the TP x DP ranks as Megatron-Core does).
     """
     provider = bridge.to_megatron_provider(load_weights=True)
@@ -99,7 +120,7 @@ def build_model(bridge: Any, tp: int, pp: int, device: str, dtype: str | None = 
 
         if provider.transformer_layer_spec is default_layer_spec:  # TE spec: the local one on CPU
             provider.transformer_layer_spec = local_layer_spec  # (our own specs choose by themselves)
-        provider.bf16 = provider.fp16 = False
+        provider.bf16, provider.fp16 = provider.params_dtype == torch.bfloat16, False
         provider.use_cpu_initialization = True
     provider.finalize()
     provider.initialize_model_parallel(seed=0)

@@ -61,8 +61,9 @@ def export_command(weights: Path, init: str, out: Path) -> list[str]:
     """The Megatron -> HF export of a stage's final weights (architecture and tokenizer from ``init``).
 
     Runs with NeMo-RL's Megatron worker venv (Megatron-Bridge), on CPU over gloo as NeMo-RL's own
-    ``export_model_from_megatron`` does (``nemo_rl/models/megatron/community_import.py``), so the
-    weights and the logit check are float32 on both sides whatever the training precision.
+    ``export_model_from_megatron`` does (``nemo_rl/models/megatron/community_import.py``). The export
+    holds the weights in the HF folder's dtype (bf16: 2 bytes per parameter, docs/scaling.md), the logit
+    check after it in float32 on both sides whatever the training precision.
     """
     argv = [str(EXPORT_TOOL), "--megatron-ckpt", str(weights), "--hf-ref", init, "--out", str(out), "--device", "cpu"]
     return interpreters.command("export", argv)
