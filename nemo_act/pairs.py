@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 from tqdm import tqdm
 
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.data.io import ResumableJsonl, read_jsonl, write_jsonl, write_text_atomic
+from nemo_act.data.io import ResumableJsonl, read_all, write_jsonl, write_text_atomic
 from nemo_act.data.manifest import file_sha256, reusable, write_manifest
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.generation.base import GenerationRequest, Generator
@@ -54,6 +54,42 @@ class PairsSummary:
 
     counts: dict[str, int]
     out: Path
+
+
+class DegenerateDataError(ValueError):
+    """Pair collection produced too little to train on; the message gives the counts and the likely cause."""
+
+
+def check_coverage(counts: dict[str, int], min_share: float, out: Path) -> None:
+    """Stop when fewer than ``min_share`` of the expert states got a pair (``pairs.min_state_share``).
+
+    Raises:
+        DegenerateDataError: With the counts and the most likely cause, read off the drop counts.
+    """
+    states, covered = counts["states"], counts["states"] - counts["states_without_pair"]
+    if not states or covered >= min_share * states:
+        return
+    sampled = max(counts["sampled"], 1)
+    if counts["dropped_unparsable"] >= sampled / 2:
+        cause = (
+            f"{counts['dropped_unparsable']} of {counts['sampled']} samples have no well-formed <action>...</action>: "
+            "the policy cannot write the answer format yet (warm it up with IL first, give it more "
+            "pairs.sampling.max_new_tokens, or check its chat template)"
+        )
+    elif counts["dropped_duplicate"] >= sampled / 2:
+        cause = (
+            f"{counts['dropped_duplicate']} of {counts['sampled']} samples equal the expert action: the policy "
+            "already agrees with the expert on most states (raise pairs.k or pairs.sampling.temperature)"
+        )
+    else:
+        cause = (
+            f"samples dropped: {counts['dropped_unparsable']} unparsable, {counts['dropped_duplicate']} equal to expert"
+        )
+    raise DegenerateDataError(
+        f"{out}: only {covered} of {states} expert states ({covered / states:.1%}) got a pair, {counts['pairs']} pairs "
+        f"in all, under pairs.min_state_share={min_share:g}. Likely cause: {cause}. The files are kept "
+        "(per-state samples in <pairs>.states.jsonl); set pairs.min_state_share=0 to train on them anyway."
+    )
 
 
 def _order_rng(seed: int, pair_id: str) -> random.Random:
@@ -208,16 +244,21 @@ def collect_pairs(
 
     Returns:
         The counts and the output path. A finished ``out`` made with the same parameters is reused.
+
+    Raises:
+        DegenerateDataError: Fewer than ``pairs.min_state_share`` of the states got a pair (the files are
+            written first; see :func:`check_coverage`).
     """
     experts, out = Path(experts), Path(out)
     k = cfg.pairs.k if k is None else k
     seed = cfg.pairs.seed if seed is None else seed
-    trajectories = list(read_jsonl(experts, Trajectory))
+    trajectories = read_all(experts, Trajectory, "expert trajectories")
     states = list(iter_states(trajectories))
     states_file = out.with_name(out.name + ".states.jsonl")
     params = _params(cfg, generator.name, experts, k, seed)
     finished = reusable(out, "pairs", params)
     if finished is not None:
+        check_coverage(finished["counts"], cfg.pairs.min_state_share, out)
         return PairsSummary(counts=finished["counts"], out=out)
     params_file = out.with_name(out.name + ".params.json.partial")
     _check_resume(params_file, params)
@@ -244,4 +285,5 @@ def collect_pairs(
     counts = summarize(outcomes, k)
     write_manifest(out, "pairs", params=params, counts=counts, inputs={"experts": experts})
     params_file.unlink(missing_ok=True)
+    check_coverage(counts, cfg.pairs.min_state_share, out)
     return PairsSummary(counts=counts, out=out)

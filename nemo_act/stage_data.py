@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.data.io import read_jsonl
+from nemo_act.data.io import read_all
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.generation.simple import wrap_action
 from nemo_act.prompts.render import as_messages, generation_prompt, selection_prompt
@@ -133,8 +133,8 @@ def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig) -> list[Row]:
         cfg: The config the stage renders prompts with (see ``stage_experiment``).
     """
     if kind in PAIR_BUILDERS:
-        return PAIR_BUILDERS[kind](list(read_jsonl(data, Pair)), cfg)
-    trajectories = list(read_jsonl(data, Trajectory))
+        return PAIR_BUILDERS[kind](read_all(data, Pair, "pairs"), cfg)
+    trajectories = read_all(data, Trajectory, "expert trajectories")
     if kind == "il":
         return il_rows(trajectories, cfg)
     if kind == "rl":

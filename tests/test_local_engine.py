@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 from transformers import AutoModelForCausalLM
@@ -14,6 +15,7 @@ from nemo_act import stage_data
 from nemo_act.config import conf_root, load_config
 from nemo_act.data import Pair, Trajectory, read_jsonl
 from nemo_act.engines.local.reward_funcs import action_reward_funcs, selection_reward_funcs
+from nemo_act.engines.local.signal_check import ZeroRewardVarianceWarning, ZeroVarianceWatch
 from nemo_act.engines.local.stages import stage_experiment, train_stage
 from nemo_act.generation import RandomGenerator
 from nemo_act.pairs import collect_pairs
@@ -24,7 +26,7 @@ QUICK = [
     "train.{k}.grad_accum=1",
     "train.{k}.logging_steps=1",
 ]
-GRPO = ["train.{k}.num_generations=2", "train.{k}.max_completion_length=8"]
+GRPO = ["train.{k}.num_generations=2", "train.{k}.max_completion_length=8", "train.{k}.zero_variance_steps=2"]
 SFT = ["train.{k}.max_length=4096"]
 
 
@@ -63,7 +65,9 @@ def test_each_stage_trains_a_few_steps_and_writes_a_checkpoint(
 ):
     cfg = quick_cfg(kind)
     rows = _rows(kind, cfg, sw_experts, random_pairs)
-    out = train_stage(kind, str(tiny_model_dir), rows, cfg, tmp_path / kind)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ZeroRewardVarianceWarning)
+        out = train_stage(kind, str(tiny_model_dir), rows, cfg, tmp_path / kind)
     model = AutoModelForCausalLM.from_pretrained(out)  # a loadable HF checkpoint
     assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
     assert load_config(out / "config.yaml") == cfg
@@ -75,10 +79,32 @@ def test_each_stage_trains_a_few_steps_and_writes_a_checkpoint(
             assert f"rewards/{part}/mean" in steps[0]
     if kind == "rl":
         assert "rewards/expert_match/mean" in steps[0]
+    # an untrained model's groups often all score the same: then (and only then) the stage warns
+    flat = kind in ("act", "act_noreason", "rl") and all(h["frac_reward_zero_std"] == 1.0 for h in steps)
+    assert any(issubclass(w.category, ZeroRewardVarianceWarning) for w in caught) == flat
     before = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
     changed = any((before[n] != p).any() for n, p in model.state_dict().items() if n in before)
     if kind not in ("act", "act_noreason", "rl"):  # GRPO may see zero advantage on an untrained model
         assert changed
+
+
+def test_zero_variance_watch_warns_once_only_when_every_group_is_flat():
+    flat, mixed = {"frac_reward_zero_std": 1.0, "reward": 0.0}, {"frac_reward_zero_std": 0.5, "reward": 0.3}
+    for logs, expected in (([flat, flat, flat, flat], 1), ([flat, mixed, flat], 0), ([flat, flat], 0), ([mixed], 0)):
+        watch = ZeroVarianceWatch("act", 3)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for entry in logs:
+                watch.on_log(None, None, None, logs=entry)
+        assert len(caught) == expected
+        if expected:
+            assert "first 3 logged steps" in str(caught[0].message) and "<action>" in str(caught[0].message)
+    off = ZeroVarianceWatch("act", 0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(5):
+            off.on_log(None, None, None, logs=flat)
+    assert not caught
 
 
 def test_act_rows_render_the_selection_prompt(random_pairs, cfg):

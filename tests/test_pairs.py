@@ -12,7 +12,7 @@ import pytest
 
 from nemo_act.data import Pair, Trajectory, read_jsonl, read_manifest
 from nemo_act.generation import RandomGenerator
-from nemo_act.pairs import StateOutcome, build_outcome, collect_pairs
+from nemo_act.pairs import DegenerateDataError, StateOutcome, build_outcome, collect_pairs
 from nemo_act.rewards import normalize_action, same_action
 
 
@@ -83,10 +83,51 @@ def test_state_whose_samples_all_equal_the_expert_is_counted(sw_experts, cfg, tm
             return [[f"<action>{r.exclude[0]}</action>"] * n for r in requests]
 
     out = tmp_path / "pairs.jsonl"
-    c = collect_pairs(sw_experts, EchoExpert(), cfg, out, k=2, progress=False).counts
+    with pytest.raises(DegenerateDataError, match=r"only 0 of \d+ expert states .*equal the expert action"):
+        collect_pairs(sw_experts, EchoExpert(), cfg, out, k=2, progress=False)
+    assert out.exists()  # written before the check: nothing is lost
+    anyway = cfg.model_copy(update={"pairs": cfg.pairs.model_copy(update={"min_state_share": 0.0})})
+    c = collect_pairs(sw_experts, EchoExpert(), anyway, out, k=2, progress=False).counts
     assert c["pairs"] == 0 and c["states_all_duplicate"] == c["states"] == c["states_without_pair"] > 0
     outcomes = list(read_jsonl(out.with_name(out.name + ".states.jsonl"), StateOutcome))
     assert len(outcomes) == c["states"] and all(o.duplicate == 2 for o in outcomes)
+
+
+def test_a_policy_without_the_answer_tag_stops_with_counts_and_cause(sw_experts, cfg, tmp_path):
+    """The issue's case: a policy that cannot write <action> yet keeps almost no pairs; the run must say so
+    with the counts and the likely cause, not go on to train on a handful of rows."""
+
+    class Chatty:
+        name = "chatty"
+        seen = 0
+
+        def generate(self, requests, n, sampling, seed):
+            out = []  # one state in 10 gets a well-formed alternative, the rest is prose
+            for r in requests:
+                tagged = self.seen % 10 == 0
+                self.seen += 1
+                out.append([f"<action>{r.admissible_actions[-1]}</action>" if tagged else "I should look."] * n)
+            return out
+
+    out = tmp_path / "pairs.jsonl"
+    strict = cfg.model_copy(update={"pairs": cfg.pairs.model_copy(update={"min_state_share": 0.5})})
+    with pytest.raises(DegenerateDataError) as err:
+        collect_pairs(sw_experts, Chatty(), strict, out, k=2, progress=False)
+    msg = str(err.value)
+    assert "pairs.min_state_share=0.5" in msg and "cannot write the answer format" in msg
+    c = read_manifest(out)["counts"]
+    assert f"{c['dropped_unparsable']} of {c['sampled']} samples" in msg and c["pairs"] > 0
+    # the same stop when the finished files are reused by a re-run
+    with pytest.raises(DegenerateDataError):
+        collect_pairs(sw_experts, Chatty(), strict, out, k=2, progress=False)
+
+
+def test_empty_experts_file_is_an_error_not_zero_pairs(cfg, tmp_path):
+    empty = tmp_path / "experts.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(ValueError, match=r"experts.jsonl: no expert trajectories in the file"):
+        collect_pairs(empty, RandomGenerator(), cfg, tmp_path / "pairs.jsonl", progress=False)
+    assert not (tmp_path / "pairs.jsonl").exists()
 
 
 def test_tiny_model_pairs_are_sampled_through_generate(sw_experts, tiny_model_dir, cfg, tmp_path):

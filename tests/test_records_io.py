@@ -48,6 +48,14 @@ def test_invalid_json_names_file_and_line(tmp_path):
         list(read_jsonl(path, Trajectory))
 
 
+def test_non_utf8_line_names_file_line_and_byte(tmp_path):
+    good = json.dumps(_traj(), ensure_ascii=False)
+    path = tmp_path / "experts.jsonl"
+    path.write_bytes(good.encode() + b"\n" + good.replace("kitchen", "caf\u00e9").encode("latin-1") + b"\n")
+    with pytest.raises(RecordError, match=r"experts.jsonl:2: not UTF-8 text: byte 0xe9 at column \d+"):
+        list(read_jsonl(path, Trajectory))
+
+
 def test_missing_field_names_file_line_and_field(tmp_path):
     bad = _traj(1)
     del bad["steps"][0]["admissible_actions"]

@@ -168,6 +168,12 @@ class PairsConfig(_Strict):
     k: int = Field(gt=0, description="Candidates sampled per state (paper: 1).")
     seed: int
     sampling: SamplingConfig
+    min_state_share: float = Field(
+        ge=0,
+        le=1,
+        description="Stop (after writing the files) when fewer than this share of expert states got a pair: "
+        "degenerate data, e.g. a policy that cannot write the action tag yet. 0 turns the check off.",
+    )
 
 
 class EvalConfig(_Strict):
@@ -270,6 +276,11 @@ class GRPOStageConfig(_StageBase):
     loss_type: str = Field(description="TRL GRPO loss: grpo, dapo, dr_grpo, bnpo.")
     baseline: Literal["group_mean", "leave_one_out"] = Field(
         description="Advantage baseline: the group's mean reward, or the mean of the other samples (NeMo-RL only)."
+    )
+    zero_variance_steps: int = Field(
+        ge=0,
+        description="Warn when every group of this many first logged steps has zero reward variance "
+        "(GRPO then learns nothing: loss 0, grad norm 0); 0 turns the warning off.",
     )
     max_completion_length: int = Field(gt=0)
     temperature: float = Field(gt=0)

@@ -82,15 +82,44 @@ def read_jsonl(path: str | Path, model: type[R]) -> Iterator[R]:
     """
     path = Path(path)
     with _open_read(path) as fh:
-        for lineno, line in enumerate(fh, start=1):
+        for lineno, raw in enumerate(fh, start=1):
+            line = _decode(raw, path, lineno)
             if line.strip():
                 yield parse_line(line, model, path, lineno)
 
 
-def _open_read(path: Path) -> IO[str]:
+def read_all(path: str | Path, model: type[R], what: str) -> list[R]:
+    """All records of a file that must hold at least one (experts, pairs a stage trains on).
+
+    Args:
+        path: The file.
+        model: Record type of every line.
+        what: What the records are, for the message (``expert trajectories``).
+
+    Raises:
+        RecordError: A malformed line (as :func:`read_jsonl`), or no record at all.
+    """
+    records = list(read_jsonl(path, model))
+    if not records:
+        raise RecordError(f"{path}: no {what} in the file (it is empty or holds only blank lines)")
+    return records
+
+
+def _decode(raw: bytes, path: Path, lineno: int) -> str:
+    """One line as text; a line that is not UTF-8 fails naming file, line and byte column."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RecordError(
+            f"{path}:{lineno}: not UTF-8 text: byte 0x{raw[err.start]:02x} at column {err.start + 1} "
+            "(JSONL files must be UTF-8; re-encode the file, e.g. iconv -f latin1 -t utf-8)"
+        ) from None
+
+
+def _open_read(path: Path) -> IO[bytes]:
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open(encoding="utf-8")
+        return gzip.open(path, "rb")
+    return path.open("rb")
 
 
 def dumps(record: BaseModel | dict[str, Any]) -> str:

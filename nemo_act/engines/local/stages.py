@@ -137,8 +137,15 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
             reward_weights=weights,
             chat_template_kwargs=_template_kwargs(cfg) or None,
         )
+        from nemo_act.engines.local.signal_check import ZeroVarianceWatch
+
         return GRPOTrainer(
-            model=model, reward_funcs=funcs, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok
+            model=model,
+            reward_funcs=funcs,
+            args=args,
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tok,
+            callbacks=[ZeroVarianceWatch(kind, sc.zero_variance_steps)],
         )
     if algorithm == "sft":
         from trl import SFTConfig, SFTTrainer
