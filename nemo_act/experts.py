@@ -1,7 +1,10 @@
 """Collect expert trajectories from a benchmark (``nemo-act experts``).
 
-Episodes run in a pool of worker processes (each holds one env: for ScienceWorld one JVM). Every
-finished episode is appended to ``<out>.episodes.jsonl.partial`` at once, so a crashed or killed run
+Episodes run in the env worker pool of evaluation (:class:`~nemo_act.evaluation.pool.EnvPool`; each
+worker holds one env, for ScienceWorld one JVM), one whole episode per call; every env call inside it has
+the ``env.call_timeout_s`` deadline, and an episode whose worker hangs or dies is replayed on a new one
+up to ``env.max_restarts`` times, then counted as failed with the reason. Every finished episode is
+appended to ``<out>.episodes.jsonl.partial`` at once, so a crashed or killed run
 resumes where it stopped; at the end the won trajectories go to ``<out>`` atomically (in episode
 order; gzip-compressed when it ends in ``.gz``), with a manifest that counts episodes, failures and
 how gold actions matched the valid list, and the partial log is removed.
@@ -9,10 +12,10 @@ how gold actions matched the valid list, and the partial log is removed.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ from nemo_act.config.schema import ALFWorldConfig, ExperimentConfig, ScienceWorl
 from nemo_act.data.io import ResumableJsonl, write_jsonl, write_text_atomic
 from nemo_act.data.manifest import reusable, write_manifest
 from nemo_act.data.records import Trajectory
+from nemo_act.evaluation.pool import EnvPool, with_deadline
 from nemo_act.evaluation.rollout import list_episodes
 
 
@@ -34,9 +38,10 @@ class EpisodeOutcome(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     trajectory_id: str
-    trajectory: Trajectory
+    trajectory: Trajectory | None  # None: the episode could not be played (``lost`` says why)
     stats: GoldStats | None = None  # ScienceWorld: how gold actions matched the valid list
     attempts: int = 1  # ALFWorld: tries of the randomised handcoded expert
+    lost: str | None = None  # why the episode could not be played (its env kept hanging or dying)
 
 
 @dataclass(frozen=True)
@@ -47,38 +52,46 @@ class ExpertsSummary:
     out: Path
 
 
-_ENV: Any = None
-_BENCH: Any = None
+class ExpertPlayer:
+    """Plays expert episodes in one env of a pool worker (picklable: built there from the benchmark config).
 
+    Args:
+        cfg: The benchmark (ScienceWorld gold replays, ALFWorld's handcoded expert).
+        call_timeout: Deadline of every env call (``env.call_timeout_s``), see :func:`with_deadline`.
+    """
 
-def _init_worker(cfg: ScienceWorldConfig | ALFWorldConfig) -> None:
-    global _ENV, _BENCH
-    _BENCH = cfg
-    if isinstance(cfg, ScienceWorldConfig):
-        from nemo_act.benchmarks import scienceworld
+    def __init__(self, cfg: ScienceWorldConfig | ALFWorldConfig, call_timeout: float | None) -> None:
+        self.cfg = cfg
+        if isinstance(cfg, ScienceWorldConfig):
+            from nemo_act.benchmarks import scienceworld
 
-        _ENV = scienceworld.make_env(cfg)
-    else:
+            env: Any = scienceworld.make_env(cfg)
+        else:
+            from nemo_act.benchmarks import alfworld
+
+            env = alfworld.EpisodeEnv(cfg, expert=True)
+        self._raw, self.env = env, with_deadline(env, call_timeout)
+
+    def play(self, task: str, variation: int, split: str) -> str:
+        """One expert episode as an :class:`EpisodeOutcome` (JSON: it crosses the process boundary)."""
+        if isinstance(self.cfg, ScienceWorldConfig):
+            from nemo_act.benchmarks import scienceworld
+
+            traj, stats = scienceworld.replay_gold(self.env, task, variation, split)
+            return EpisodeOutcome(trajectory_id=traj.trajectory_id, trajectory=traj, stats=stats).model_dump_json()
         from nemo_act.benchmarks import alfworld
 
-        _ENV = alfworld.EpisodeEnv(cfg, expert=True)
+        attempt = 0
+        while True:
+            attempt += 1
+            traj = alfworld.play_expert(self.env, task, split, self.cfg.max_steps, attempt=attempt - 1)
+            if traj.success or attempt > self.cfg.expert_retries:
+                break
+        return EpisodeOutcome(trajectory_id=traj.trajectory_id, trajectory=traj, attempts=attempt).model_dump_json()
 
-
-def _run_episode(task: str, variation: int, split: str) -> str:
-    if isinstance(_BENCH, ScienceWorldConfig):
-        from nemo_act.benchmarks import scienceworld
-
-        traj, stats = scienceworld.replay_gold(_ENV, task, variation, split)
-        return EpisodeOutcome(trajectory_id=traj.trajectory_id, trajectory=traj, stats=stats).model_dump_json()
-    from nemo_act.benchmarks import alfworld
-
-    attempt = 0
-    while True:
-        attempt += 1
-        traj = alfworld.play_expert(_ENV, task, split, _BENCH.max_steps, attempt=attempt - 1)
-        if traj.success or attempt > _BENCH.expert_retries:
-            break
-    return EpisodeOutcome(trajectory_id=traj.trajectory_id, trajectory=traj, attempts=attempt).model_dump_json()
+    def close(self) -> None:
+        """Close the env (stops its JVM)."""
+        self._raw.close()
 
 
 def _adapter_version(cfg: ScienceWorldConfig | ALFWorldConfig) -> int:
@@ -142,15 +155,22 @@ def collect_experts(
         bar = tqdm(
             total=len(episodes), initial=len(episodes) - len(todo), desc=f"experts {split}", disable=not progress
         )
-        with bar, ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(bench,)) as pool:
-            futures = [pool.submit(_run_episode, t, v, split) for t, v in todo]
-            for fut in as_completed(futures):
-                log.append([EpisodeOutcome.model_validate_json(fut.result())])
-                won = sum(o.trajectory.success for o in log.records)
+        # the pool itself sets no deadline on `play` (a whole episode): the player times each env call
+        player = functools.partial(ExpertPlayer, bench, cfg.env.call_timeout_s)
+        with bar, EnvPool(player, min(workers, max(len(todo), 1)), 1) as pool:
+            calls = (((t, v), "play", (t, v, split)) for t, v in todo)
+            for (t, v), status, value in pool.imap(calls, cfg.env.max_restarts):
+                if status == "error":
+                    raise RuntimeError(f"expert episode {bench.name}/{t}/{v}: {value}")
+                if status == "ok":
+                    log.append([EpisodeOutcome.model_validate_json(value)])
+                else:
+                    log.append([_lost_episode(bench.name, t, v, value)])
+                won = sum(_won(o) for o in log.records)
                 bar.set_postfix(won=f"{won}/{len(log.records)}")
                 bar.update(1)
     outcomes = log.ordered(ids)
-    won = [o.trajectory for o in outcomes if o.trajectory.success]
+    won = [o.trajectory for o in outcomes if o.trajectory is not None and o.trajectory.success]
     write_jsonl(out, won)
     counts = _counts(outcomes, won)
     write_manifest(out, "experts", params=params, counts=counts)
@@ -159,11 +179,21 @@ def collect_experts(
     return ExpertsSummary(counts=counts, out=out)
 
 
+def _lost_episode(benchmark: str, task: str, variation: int, reason: str) -> EpisodeOutcome:
+    """The outcome of an episode whose env kept hanging or dying: no trajectory, the reason."""
+    return EpisodeOutcome(trajectory_id=f"{benchmark}/{task}/{variation}", trajectory=None, lost=reason)
+
+
+def _won(o: EpisodeOutcome) -> bool:
+    return o.trajectory is not None and o.trajectory.success
+
+
 def _counts(outcomes: Sequence[EpisodeOutcome], won: Sequence[Trajectory]) -> dict[str, Any]:
     counts = {
         "episodes": len(outcomes),
         "won": len(won),
-        "failed": [o.trajectory_id for o in outcomes if not o.trajectory.success],
+        "failed": [o.trajectory_id for o in outcomes if not _won(o)],
+        "lost": {o.trajectory_id: o.lost for o in outcomes if o.lost},
         "steps": sum(len(t.steps) for t in won),
         "steps_admissible": sum(s.action_admissible for t in won for s in t.steps),
     }

@@ -183,6 +183,17 @@ class EvalConfig(_Strict):
     seeds: list[int] = Field(min_length=1)
 
 
+class EnvRuntimeConfig(_Strict):
+    """How env worker processes are guarded (evaluation and expert collection)."""
+
+    call_timeout_s: float = Field(
+        gt=0, description="Deadline of one env call (reset, step, a JVM round trip); past it the worker is replaced."
+    )
+    max_restarts: int = Field(
+        ge=0, description="Times an episode is replayed on a new worker before it is recorded as failed."
+    )
+
+
 class ClusterShape(_Strict):
     """Nodes and GPUs one cluster-engine stage runs on (NeMo-RL ``cluster``)."""
 
@@ -348,6 +359,7 @@ class ExperimentConfig(_Strict):
     generation: GenerationConfig
     pairs: PairsConfig
     eval: EvalConfig
+    env: EnvRuntimeConfig
     engine: EngineConfig
     train: TrainConfig
     pipeline: PipelineConfig

@@ -1,22 +1,84 @@
 """A pool of env worker processes: each holds ``envs_per_worker`` envs (for ScienceWorld, one JVM each).
 
-The rollout loop sends one batch of commands per step to every worker at once and collects the
-answers, so env steps of different workers run in parallel while the policy batches its prompts.
-A worker that dies (killed, out of memory, a crashed JVM) is restarted with fresh envs; the slots it
-held are reported by :meth:`EnvPool.pop_lost_slots` so the caller can restart their episodes.
+Evaluation and expert collection both run their envs here. Two ways to use it:
+
+* :meth:`EnvPool.run`: one batch of calls per step to every worker at once, answers collected (the
+  rollout loop: env steps of different workers run in parallel while the policy batches its prompts).
+* :meth:`EnvPool.imap`: a queue of independent calls (one whole expert episode each), one in flight
+  per worker, results yielded as they finish; a call whose worker is lost is retried on a new worker
+  up to ``max_restarts`` times, then reported as failed with the reason.
+
+**No env call hangs the run.** With ``call_timeout`` set, a worker arms a real-time timer around every
+env call (``setitimer``) with SIGALRM's default action, so the kernel ends the worker when a call runs
+past its deadline, even inside C code or a JVM round trip that never returns (known ALFWorld and
+ScienceWorld failures); the parent also stops waiting at the deadline plus a grace period. A worker
+that dies (deadline, killed, out of memory, a crashed JVM) is restarted with fresh envs; the slots it
+held are reported with the reason by :meth:`EnvPool.pop_lost_slots` so the caller can replay their
+episodes. :func:`with_deadline` gives objects that make many env calls per pool call (an expert
+player) the same per-call deadline.
 """
 
 from __future__ import annotations
 
+import collections
 import multiprocessing as mp
-from collections.abc import Callable
+import signal
+import time
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from multiprocessing.connection import wait
 from typing import Any
 
-Command = tuple[int, str, tuple]  # (local env index, "reset" | "step", args)
+Command = tuple[int, str, tuple]  # (local env index, "reset" | "step" | any env method, args)
+GRACE_S = 30.0  # the parent waits this much past a batch's deadlines before it gives a worker up
 
 
-def _worker(conn, factory: Callable[[], Any], n_envs: int) -> None:
+def _arm(seconds: float | None) -> None:
+    if seconds:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
+def _disarm(seconds: float | None) -> None:
+    if seconds:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+class _Deadline:
+    """Proxy that runs every method call of ``target`` under the process's SIGALRM deadline."""
+
+    def __init__(self, target: Any, seconds: float | None) -> None:
+        self._target, self._seconds = target, seconds
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if not callable(value) or not self._seconds:
+            return value
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            _arm(self._seconds)
+            try:
+                return value(*args, **kwargs)
+            finally:
+                _disarm(self._seconds)
+
+        return timed
+
+
+def with_deadline(target: Any, seconds: float | None) -> Any:
+    """``target`` with a deadline on each method call (in a pool worker: past it, the worker ends).
+
+    Args:
+        target: An env object.
+        seconds: The deadline per call; None or 0: none.
+    """
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)  # default action: the kernel ends the process
+    return _Deadline(target, seconds)
+
+
+def _worker(conn, factory: Callable[[], Any], n_envs: int, call_timeout: float | None) -> None:
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    _arm(call_timeout)  # building an env (a JVM start) has the same deadline
     envs = [factory() for _ in range(n_envs)]
+    _disarm(call_timeout)
     try:
         while True:
             msg = conn.recv()
@@ -24,10 +86,13 @@ def _worker(conn, factory: Callable[[], Any], n_envs: int) -> None:
                 break
             results = []
             for local, method, args in msg:
+                _arm(call_timeout)
                 try:
                     results.append(("ok", getattr(envs[local], method)(*args)))
                 except Exception as err:  # reported to the parent, which names the episode
                     results.append(("error", f"{type(err).__name__}: {err}"))
+                finally:
+                    _disarm(call_timeout)
             conn.send(results)
     finally:
         for env in envs:
@@ -41,15 +106,19 @@ class EnvPool:
         factory: Picklable callable that builds one env (``reset(...)``, ``step(action)``, ``close()``).
         workers: Worker processes.
         envs_per_worker: Envs each worker holds.
+        call_timeout: Deadline of one env call in seconds (``env.call_timeout_s``); None: none.
     """
 
-    def __init__(self, factory: Callable[[], Any], workers: int, envs_per_worker: int) -> None:
+    def __init__(
+        self, factory: Callable[[], Any], workers: int, envs_per_worker: int, call_timeout: float | None = None
+    ) -> None:
         self._ctx = mp.get_context("spawn")
         self._factory = factory
         self.envs_per_worker = envs_per_worker
         self.size = workers * envs_per_worker
+        self.call_timeout = call_timeout
         self.restarts = 0
-        self._lost: set[int] = set()
+        self._lost: dict[int, str] = {}
         self._conns: list[Any] = [None] * workers
         self._procs: list[Any] = [None] * workers
         for w in range(workers):
@@ -57,24 +126,52 @@ class EnvPool:
 
     def _start(self, w: int) -> None:
         parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=_worker, args=(child, self._factory, self.envs_per_worker), daemon=True)
+        args = (child, self._factory, self.envs_per_worker, self.call_timeout)
+        proc = self._ctx.Process(target=_worker, args=args, daemon=True)
         proc.start()
         child.close()  # so a dead worker shows as EOF here
         self._conns[w], self._procs[w] = parent, proc
 
-    def _restart(self, w: int) -> None:
-        self._procs[w].kill()
-        self._procs[w].join(timeout=30)
+    def _restart(self, w: int, reason: str | None = None) -> str:
+        """Replace worker ``w``; its slots are lost with the reason (returned)."""
+        proc = self._procs[w]
+        proc.kill()
+        proc.join(timeout=30)
+        if reason is None:
+            code = proc.exitcode
+            if code == -signal.SIGALRM:
+                reason = "an env call ran past its deadline (env.call_timeout_s)"
+            else:
+                reason = f"env worker died (exit code {code})"
         self._conns[w].close()
         self._start(w)
         self.restarts += 1
-        self._lost.update(range(w * self.envs_per_worker, (w + 1) * self.envs_per_worker))
+        for slot in range(w * self.envs_per_worker, (w + 1) * self.envs_per_worker):
+            self._lost[slot] = reason
+        return reason
+
+    def _budget(self, n_calls: int) -> float | None:
+        """How long the parent waits for ``n_calls`` calls of one worker (None: for ever)."""
+        return None if not self.call_timeout else n_calls * self.call_timeout + GRACE_S
+
+    def _recv(self, w: int, timeout: float | None) -> Any:
+        """A worker's answer; raises EOFError when it died or did not answer in time (then it is restarted)."""
+        conn = self._conns[w]
+        try:
+            if timeout is not None and not conn.poll(timeout):
+                self._restart(w, f"no answer within {timeout:g} s (env.call_timeout_s={self.call_timeout:g})")
+                raise EOFError("timeout")
+            return conn.recv()
+        except (EOFError, ConnectionResetError, OSError):
+            if self._conns[w] is conn:  # not yet restarted above
+                self._restart(w)
+            raise EOFError("lost") from None
 
     def run(self, calls: dict[int, tuple[str, tuple]]) -> dict[int, Any]:
         """Run ``{slot: (method, args)}`` on the envs, workers in parallel; return ``{slot: result}``.
 
-        Slots of a worker that died are missing from the result; the worker is restarted and all its
-        slots (also those not in ``calls``) are listed by :meth:`pop_lost_slots`.
+        Slots of a worker that died or ran past its deadline are missing from the result; the worker
+        is restarted and all its slots (also those not in ``calls``) are listed by :meth:`pop_lost_slots`.
 
         Raises:
             RuntimeError: An env raised; the message names the slot and the error.
@@ -89,26 +186,71 @@ class EnvPool:
                 self._conns[w].send([cmd for _, cmd in items])
             except (BrokenPipeError, ConnectionResetError, OSError):
                 dead.add(w)
+        sent = time.monotonic()
         out: dict[int, Any] = {}
         for w, items in per_worker.items():
             if w in dead:
+                self._restart(w)
                 continue
+            budget = self._budget(len(items))
             try:
-                results = self._conns[w].recv()
-            except (EOFError, ConnectionResetError, OSError):
-                dead.add(w)
+                results = self._recv(w, None if budget is None else max(0.0, sent + budget - time.monotonic()))
+            except EOFError:
                 continue
             for (slot, _), (status, value) in zip(items, results, strict=True):
                 if status != "ok":
                     raise RuntimeError(f"env slot {slot}: {value}")
                 out[slot] = value
-        for w in sorted(dead):
-            self._restart(w)
         return out
 
-    def pop_lost_slots(self) -> set[int]:
-        """Slots whose env was lost with a dead worker since the last call (their episodes must restart)."""
-        lost, self._lost = self._lost, set()
+    def imap(
+        self, calls: Iterable[tuple[Hashable, str, tuple]], max_restarts: int
+    ) -> Iterator[tuple[Hashable, str, Any]]:
+        """Run independent ``(key, method, args)`` calls, one per worker at a time; yield as they finish.
+
+        Each worker uses its first env. Yields ``(key, "ok", result)``, ``(key, "error", message)`` when
+        the env raised, or ``(key, "failed", reason)`` when the call's worker was lost more than
+        ``max_restarts`` times (each loss restarts the worker and replays the call on it).
+        """
+        pending = collections.deque(calls)
+        busy: dict[int, tuple[Hashable, str, tuple, float | None]] = {}
+        losses: dict[Hashable, int] = collections.Counter()
+        idle = list(range(len(self._procs)))
+        while pending or busy:
+            while idle and pending:
+                w, (key, method, args) = idle.pop(), pending.popleft()
+                budget = self._budget(1)
+                busy[w] = (key, method, args, None if budget is None else time.monotonic() + budget)
+                try:
+                    self._conns[w].send([(0, method, args)])
+                except (BrokenPipeError, ConnectionResetError, OSError):
+                    pass  # shows as EOF below
+            deadlines = [d for *_, d in busy.values() if d is not None]
+            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+            ready = set(wait([self._conns[w] for w in busy], timeout=timeout))
+            for w in list(busy):
+                key, method, args, deadline = busy[w]
+                late = deadline is not None and time.monotonic() >= deadline
+                if self._conns[w] not in ready and not late:
+                    continue
+                del busy[w]
+                idle.append(w)
+                try:
+                    ((status, value),) = self._recv(w, 0.0 if late else None)
+                except EOFError:
+                    reason = self._lost.pop(w * self.envs_per_worker, "env worker lost")
+                    self.pop_lost_slots()
+                    losses[key] += 1
+                    if losses[key] > max_restarts:
+                        yield key, "failed", f"{reason}; gave up after {losses[key]} tries"
+                    else:
+                        pending.appendleft((key, method, args))
+                    continue
+                yield key, status, value
+
+    def pop_lost_slots(self) -> dict[int, str]:
+        """Slots whose env was lost since the last call, with the reason (their episodes must restart)."""
+        lost, self._lost = self._lost, {}
         return lost
 
     def close(self) -> None:

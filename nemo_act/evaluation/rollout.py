@@ -13,8 +13,10 @@ reports both; ALFWorld scores 100 for a won game, so its success rate is ``compl
 WebShop's reward (0-1) is scaled to 0-100, so ``score`` is the mean reward and ``completion`` the
 success rate (reward 1).
 
-A worker that dies is restarted by the pool and its episodes start again from their first step;
-policies are seeded from the run seed and the request keys (episode, step), so a rerun repeats.
+A worker that dies or whose env call runs past ``env.call_timeout_s`` is replaced by the pool and its
+episodes start again from their first step; an episode lost more than ``env.max_restarts`` times is
+recorded as failed with the reason (score 0, counted in ``failed``) and the evaluation goes on.
+Policies are seeded from the run seed and the request keys (episode, step), so a rerun repeats.
 """
 
 from __future__ import annotations
@@ -39,8 +41,6 @@ from nemo_act.prompts.render import as_messages, generation_prompt
 from nemo_act.prompts.state import build_state, expert_action
 from nemo_act.rewards import parse_action
 
-MAX_EPISODE_RESTARTS = 2  # an episode whose worker dies more often than this fails the evaluation
-
 
 class EpisodeRecord(BaseModel):
     """One evaluated episode (a line of ``episodes.jsonl``)."""
@@ -55,6 +55,7 @@ class EpisodeRecord(BaseModel):
     max_score: float
     final_score: float
     success: bool
+    failed: str | None = None  # why the episode could not be played (its env kept hanging or dying)
 
 
 @dataclass
@@ -124,7 +125,7 @@ def run_episodes(
             total=len(episodes), initial=len(episodes) - len(queue), desc=f"eval seed {seed}", disable=not progress
         )
         factory = _env_factory(cfg, expert=generator.name == "gold")
-        with bar, EnvPool(factory, workers, envs_per_worker) as pool:
+        with bar, EnvPool(factory, workers, envs_per_worker, cfg.env.call_timeout_s) as pool:
             _play(pool, generator, cfg, queue, seed, sampling, gold, log, bar)
     records = log.ordered(episode_id(name, *e) for e in episodes)
     log.finish()
@@ -146,23 +147,25 @@ def _play(
 ) -> None:
     """Play the queued episodes to the end, appending each finished one to ``log``.
 
-    An episode whose env was lost with a dead worker starts again from its first step (at most
-    ``MAX_EPISODE_RESTARTS`` times); the restarted worker gets fresh envs.
+    An episode whose env was lost with a dead or hung worker starts again from its first step (at
+    most ``env.max_restarts`` times, then it is recorded as failed); the new worker gets fresh envs.
     """
     live: dict[int, _Live] = {}
     free = list(range(min(pool.size, len(queue))))
     restarts: dict[tuple[str, int], int] = {}
 
     def requeue_lost() -> None:
-        for s in sorted(pool.pop_lost_slots()):
+        for s, reason in sorted(pool.pop_lost_slots().items()):
             if s not in live and s not in starting:
                 continue  # an idle slot: nothing was lost
             ep = live.pop(s).episode if s in live else starting[s]
             restarts[ep] = restarts.get(ep, 0) + 1
-            if restarts[ep] > MAX_EPISODE_RESTARTS:
-                raise RuntimeError(f"episode {ep} lost its env worker {restarts[ep]} times; giving up")
-            queue.insert(0, ep)
             free.append(s)
+            if restarts[ep] > cfg.env.max_restarts:
+                log.append([_failed(ep, seed, cfg.benchmark.name, f"{reason} ({restarts[ep]} times)")])
+                bar.update(1)
+            else:
+                queue.insert(0, ep)
 
     while queue or live:
         starting = {}
@@ -248,12 +251,29 @@ def _record(ep: _Live, seed: int, benchmark: str) -> EpisodeRecord:
     )
 
 
+def _failed(episode: tuple[str, int], seed: int, benchmark: str, reason: str) -> EpisodeRecord:
+    """The record of an episode that could not be played: no steps, score 0, the reason."""
+    task, variation = episode
+    return EpisodeRecord(
+        episode_id=episode_id(benchmark, task, variation),
+        task_id=task,
+        variation=variation,
+        seed=seed,
+        steps=[],
+        max_score=0.0,
+        final_score=0.0,
+        success=False,
+        failed=reason,
+    )
+
+
 def summarize(records: Sequence[EpisodeRecord], seed: int) -> dict[str, Any]:
-    """Protocol metrics of one seed: mean max score (0-100) and completion rate."""
+    """Protocol metrics of one seed: mean max score (0-100) and completion rate (failed episodes count 0)."""
     n = len(records)
     return {
         "seed": seed,
         "episodes": n,
+        "failed": {r.episode_id: r.failed for r in records if r.failed},
         "score": sum(r.max_score for r in records) / n if n else float("nan"),
         "completion": proportion(sum(r.success for r in records), n),
         "mean_steps": sum(len(r.steps) for r in records) / n if n else float("nan"),

@@ -1,0 +1,107 @@
+"""The env worker pool never hangs on an env: a call past its deadline ends the worker, the episode is
+replayed on a new one, and after ``env.max_restarts`` replays it is recorded as failed with the reason.
+
+The envs here are stand-ins whose ``step`` sleeps for an hour on the episode named "hang" (what a stuck
+JVM round trip or ALFWorld reset looks like from the pool: a call that never returns)."""
+
+import time
+
+import pytest
+from tqdm import tqdm
+
+from nemo_act.config import load_config
+from nemo_act.data.io import ResumableJsonl
+from nemo_act.evaluation.pool import EnvPool, with_deadline
+from nemo_act.evaluation.rollout import EpisodeRecord, _play, summarize
+from nemo_act.generation import RandomGenerator
+
+
+class SleepyEnv:
+    """Episodes of 2 steps; every call on the episode "hang" (reset or step, as chosen) sleeps for an hour."""
+
+    def __init__(self, hang_on: str = "step") -> None:
+        self.hang_on, self.task, self.t = hang_on, None, 0
+
+    def _view(self):
+        return {
+            "observation": f"{self.task} at {self.t}",
+            "task_description": "stand in",
+            "admissible": ["wait", "look"],
+            "score": 50.0 * self.t,
+            "done": self.t >= 2,
+        }
+
+    def reset(self, task, variation):
+        self.task, self.t = task, 0
+        if self.task == "hang" and self.hang_on == "reset":
+            time.sleep(3600)
+        return self._view()
+
+    def step(self, action):
+        if self.task == "hang":
+            time.sleep(3600)
+        self.t += 1
+        return self._view()
+
+    def close(self):
+        pass
+
+
+class Player:
+    """An expert player as in nemo_act.experts: many env calls per pool call, each under the deadline."""
+
+    def __init__(self, seconds: float) -> None:
+        self.env = with_deadline(SleepyEnv(), seconds)
+
+    def play(self, task: str) -> str:
+        self.env.reset(task, 0)
+        return self.env.step("wait")["observation"]
+
+    def close(self):
+        pass
+
+
+def test_a_hung_step_ends_its_worker_and_the_others_answer():
+    with EnvPool(SleepyEnv, workers=2, envs_per_worker=1, call_timeout=1.0) as pool:
+        pool.run({0: ("reset", ("hang", 0)), 1: ("reset", ("ok", 0))})
+        start = time.monotonic()
+        out = pool.run({0: ("step", ("wait",)), 1: ("step", ("wait",))})
+        assert time.monotonic() - start < 20
+        assert set(out) == {1} and out[1]["observation"] == "ok at 1"
+        lost = pool.pop_lost_slots()
+        assert set(lost) == {0} and "past its deadline" in lost[0]
+        assert pool.run({0: ("reset", ("ok", 1))})[0]["observation"] == "ok at 0"  # the new worker works
+        assert pool.restarts == 1
+
+
+def test_imap_replays_a_hung_call_then_reports_it_failed():
+    from functools import partial
+
+    with EnvPool(partial(Player, 1.0), workers=2, envs_per_worker=1) as pool:
+        results = {
+            k: (status, value) for k, status, value in pool.imap([(t, "play", (t,)) for t in ("a", "hang", "b")], 1)
+        }
+    assert results["a"] == ("ok", "a at 1") and results["b"] == ("ok", "b at 1")
+    status, reason = results["hang"]
+    assert status == "failed" and "past its deadline" in reason and "after 2 tries" in reason
+    assert pool.restarts == 2
+
+
+@pytest.mark.parametrize("hang_on", ["reset", "step"])
+def test_evaluation_records_a_hung_episode_as_failed_and_finishes_the_rest(hang_on, tmp_path):
+    from functools import partial
+
+    cfg = load_config(overrides=["env.max_restarts=1"])
+    queue = [("a", 0), ("hang", 0), ("b", 0)]
+    log = ResumableJsonl(tmp_path / "episodes.jsonl", EpisodeRecord, key="episode_id")
+    with log, EnvPool(partial(SleepyEnv, hang_on), 2, 1, call_timeout=1.0) as pool, tqdm(disable=True) as bar:
+        _play(pool, RandomGenerator(), cfg, list(queue), 0, cfg.eval.sampling, None, log, bar)
+    records = {r.task_id: r for r in log.records}
+    assert set(records) == {"a", "hang", "b"}
+    assert records["a"].success and records["b"].success and not records["a"].failed
+    hung = records["hang"]
+    assert (
+        not hung.success and hung.max_score == 0 and "past its deadline" in hung.failed and "(2 times)" in hung.failed
+    )
+    summary = summarize(list(log.records), 0)
+    assert summary["failed"] == {"scienceworld/hang/0": hung.failed} and summary["episodes"] == 3
