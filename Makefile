@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 RUNENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 THREADS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: setup test lint demo clean test-megatron
+.PHONY: setup test test-fast lint demo clean test-megatron
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ lint: $(STAMP)
 
 test: lint
 	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest
+
+# The pure-logic lane (no JVM, no benchmark data, no trained model; ~1.5 min): tests marked heavy are left out
+test-fast: $(STAMP)
+	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest -m "not heavy" -q
 
 # Converters (tools/convert): a separate Python 3.12 venv with Megatron-Core + Megatron-Bridge.
 PYTHON312 ?= $(shell PYENV_VERSION=3.12.1 python3.12 -c 'import sys; print(sys.executable)' 2>/dev/null || command -v python3.12)

@@ -83,3 +83,16 @@ from hypothesis import settings  # noqa: E402
 
 settings.register_profile("repeatable", derandomize=True, max_examples=200, deadline=None)
 settings.load_profile("repeatable")
+
+
+# `make test-fast` runs what needs no JVM, no benchmark data, no model training and no subprocess-heavy
+# launcher: the tests of pure logic (rewards, records, prompts, configs, layouts, pools). A test lands in
+# the slow lane when it asks for one of these fixtures or is marked slow; it still runs in `make test`.
+_HEAVY_FIXTURES = {"scienceworld", "sw_experts", "benchmarks_dir", "tiny_model_dir", "random_pairs"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark tests that need the JVM, the shared benchmark data or a trained model as ``heavy``."""
+    for item in items:
+        if _HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.heavy)

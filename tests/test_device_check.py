@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_device_check_script_parses_and_its_parts_run_on_a_tiny_shape(tmp_path):
     assert subprocess.run(["bash", "-n", str(REPO / "benchmarks" / "device_check.sh")]).returncode == 0
     for part in ("probe", "hf", "act"):

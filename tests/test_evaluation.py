@@ -41,6 +41,7 @@ def test_gold_policy_scores_100(gold_eval):
     assert json.loads((out / "summary.json").read_text())["policy"] == "gold"
 
 
+@pytest.mark.slow
 def test_random_policy_scores_far_less(cfg, sw_fast_tasks, tmp_path):
     res = evaluate_policy(
         RandomGenerator(),

@@ -181,6 +181,7 @@ def test_cluster_check_names_every_missing_model_package_and_program(
     assert "step driver" not in err and "model Qwen/Qwen3-4B" not in err
 
 
+@pytest.mark.slow
 def test_env_bound_steps_run_alone_and_the_preflight_counts_collected_experts(cfg, tmp_path, sw_fast_tasks):
     """``nemo-act run --only experts`` (slurm/env_steps.sub on x86 nodes) collects what the training job's
     preflight then accepts in place of the simulator; ``--only evaluate`` needs finished stages."""

@@ -269,6 +269,7 @@ def _job_env(env: dict, tmp_path: Path, **extra: str) -> dict:
     return {**env, "NEMO_ACT_ENV_FILE": str(env_file), "SLURM_JOB_ID": "4242", **extra}
 
 
+@pytest.mark.slow
 def test_ray_comes_up_although_workers_fail_until_the_gcs_listens_and_usr1_requeues(fake_slurm, tmp_path):
     """The real job flow with the stand-ins: preflight, then Ray as ray.sub brings it up (workers retry while
     the GCS is not there yet, each start after a `ray stop`), all 16 GPUs counted, then the pipeline; USR1
@@ -296,6 +297,7 @@ def test_ray_comes_up_although_workers_fail_until_the_gcs_listens_and_usr1_reque
     assert (log_dir / "ENDED").exists() and (log_dir / "ray-head.log").exists()
 
 
+@pytest.mark.slow
 def test_the_job_stops_with_a_reason_when_preflight_ray_or_the_pipeline_fails(fake_slurm, tmp_path):
     env, log = fake_slurm
     env = _job_env(env, tmp_path)
