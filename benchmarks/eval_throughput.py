@@ -4,7 +4,7 @@ The policy is fixed and fast (``random``: uniform over the admissible actions, s
 50-step cap and the figures are env-bound). Then the ratio of total evaluation time to pure
 generation time for a tiny HF model on ScienceWorld: how much of an evaluation the envs cost.
 
-WebShop is listed but skipped here: its text env needs a full WebShop install (README "WebShop").
+WebShop is listed but skipped here: its text env needs a full WebShop install (docs/benchmarks.md "WebShop").
 
 Usage: python benchmarks/eval_throughput.py [--episodes 8] [--workers 1,2,4] [--alfworld-data DIR]
 """

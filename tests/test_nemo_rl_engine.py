@@ -2,7 +2,7 @@
 created by its ``create_env`` and scored by its rollout's ``calculate_rewards``, under a real local Ray.
 
 NeMo-RL is not on PyPI (release container or a checkout of the tag pinned in
-``conf/engine/_nemo_rl_pin.yaml``), so CI skips this file; see README "Cluster engine" for how it
+``conf/engine/_nemo_rl_pin.yaml``), so CI skips this file; see docs/cluster.md for how it
 was run here (v0.7.0 source, no-deps, Python 3.13 venv, CPU).
 """
 
@@ -186,7 +186,7 @@ def test_nemo_rls_own_loaders_build_our_datums_and_train_only_on_the_answer(
 def test_a_prepared_stage_runs_through_nemo_rls_run_grpo_data_path_without_importing_us(
     sw_experts, tiny_model_dir, tmp_path
 ):
-    """The NeMo-RL-native way (README): ``driver --prepare-only`` writes the stage's rows and NeMo-RL config;
+    """The NeMo-RL-native way (docs/cluster.md): ``driver --prepare-only`` writes the stage's rows and NeMo-RL config;
     then a fresh Python that never imports nemo_act does what the release's examples/run_grpo.py does before
     training (NeMo-RL's load_config, MasterConfig, get_tokenizer, configure_generation_config,
     setup_response_data) with only our folders on PYTHONPATH (the stage environment): our env and processor

@@ -16,7 +16,7 @@ Pages the log shows twice in a row with nothing changed (a reload) are no step.
 **Available actions** follow ``WebAgentTextEnv.get_available_actions``: the clickables (button texts
 and product ASINs lower-cased, option values as the catalog spells them after WebShop's
 normalisation) as ``click[...]``, and ``search[<query>]`` where the page has a search bar. The ACT
-reward has no admissibility term on WebShop (ACT-METHOD.md): that open template is why.
+reward has no admissibility term on WebShop (the paper; docs/method.md): that open template is why.
 
 **Evaluation** runs the real ``WebAgentTextEnv`` (``observation_mode="text"``, human goals 0-499),
 which needs a full WebShop install (the ``web_agent_site`` package, its product files, search index

@@ -86,7 +86,7 @@ class GenerationConfig(_Strict):
 
 
 class RewardValues(_Strict):
-    """Values of the reward parts (ACT-METHOD.md; assumed values, the paper's are unknown)."""
+    """Values of the reward parts (docs/method.md; assumed values, the paper's are unknown)."""
 
     correct: float = Field(description="R_acc: the parsed action is the expert action.")
     admissible: float = Field(description="R_adm: a well-formed, admissible, non-expert action.")

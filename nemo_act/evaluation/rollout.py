@@ -7,7 +7,7 @@ ends when the env says done or after ``benchmark.max_steps`` steps. Each finishe
 appended to ``episodes.jsonl`` with every step (prompt, raw output, parsed action, reward, score),
 so an interrupted evaluation resumes; ``summary.json`` holds the protocol metrics.
 
-Metrics (ACT-METHOD.md): ``score`` is the mean over episodes of the highest score reached (0-100,
+Metrics (the paper's protocol, docs/method.md): ``score`` is the mean over episodes of the highest score reached (0-100,
 negative scores count as 0) and ``completion`` the share of episodes that reached 100. ScienceWorld
 reports both; ALFWorld scores 100 for a won game, so its success rate is ``completion`` (= ``score``);
 WebShop's reward (0-1) is scaled to 0-100, so ``score`` is the mean reward and ``completion`` the

@@ -2,7 +2,7 @@
 
 Templates are the ``*.txt`` files in ``nemo_act/prompts/templates``; this module only fills them.
 
-* ACT selection (``act_selection.txt``): the ACT-METHOD.md prompt, word for word, with the final
+* ACT selection (``act_selection.txt``): the paper's prompt, word for word, with the final
   instruction taken from ``act_instruction.txt`` (or ``act_instruction_no_reasoning.txt`` for the
   no-reasoning control).
 * Action generation (``action_generation.txt``): the prompt of IL, RL and evaluation; CoT and no-CoT

@@ -10,7 +10,7 @@ release's example config for the algorithm with our settings over it (:mod:`.rec
 written to ``<out>/nemo_rl/config.yaml`` before training, with ``data.train`` naming our dataset
 class (:mod:`.datasets`) over ``<out>/rows.jsonl``. Data are loaded the way NeMo-RL's own
 ``examples/run_grpo.py`` / ``run_sft.py`` / ``run_dpo.py`` load them, so ``--prepare-only`` and then
-those scripts on that config train the same stage (README "Cluster engine"). Training resumes from the
+those scripts on that config train the same stage (docs/cluster.md). Training resumes from the
 newest checkpoint in ``<out>/checkpoints`` (NeMo-RL's own resume). Afterwards ``<out>/metrics.jsonl``
 holds one line per step (NeMo-RL's TensorBoard scalars + the reward parts).
 
