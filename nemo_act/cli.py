@@ -11,11 +11,10 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import get_args
 
 from nemo_act.config import ConfigError, ExperimentConfig, load_config, to_yaml
-from nemo_act.config.schema import StageKind
 from nemo_act.data.io import RecordError
+from nemo_act.stage_kinds import STAGE_KINDS
 
 
 class UsageError(Exception):
@@ -121,7 +120,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train one stage from a checkpoint on pairs or experts."""
     from nemo_act import stage_data
     from nemo_act.engines import train_stage
-    from nemo_act.engines.local.stages import stage_experiment
+    from nemo_act.stage_kinds import stage_experiment
 
     cfg = _cfg(args)
     rows = stage_data.rows_for(args.stage, args.data, stage_experiment(args.stage, cfg))
@@ -347,8 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("train", help="train one stage (act, act_noreason, sft_choice, dpo, il, rl)")
-    p.add_argument("--stage", required=True, choices=get_args(StageKind))
+    p = sub.add_parser("train", help=f"train one stage ({', '.join(STAGE_KINDS)})")
+    p.add_argument("--stage", required=True, choices=list(STAGE_KINDS))
     p.add_argument("--init", default=None, help="starting HF checkpoint (default: model.name_or_path)")
     p.add_argument("--data", required=True, help="pairs JSONL (act, controls) or experts JSONL (il, rl)")
     p.add_argument("--out", required=True, help="output checkpoint folder")

@@ -38,9 +38,7 @@ from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import read_jsonl, write_text_atomic
 from nemo_act.data.manifest import file_sha256
 from nemo_act.data.records import Pair
-from nemo_act.stage_data import PAIR_BUILDERS
-
-PAIR_STAGES = tuple(PAIR_BUILDERS)
+from nemo_act.stage_kinds import needs_pairs, stage_config, stage_experiment, stage_kind
 
 
 def _hash(obj: Any) -> str:
@@ -61,8 +59,6 @@ def checkpoint_fingerprint(path: str) -> str:
 
 def stage_fingerprint(kind: str, init: str, data: Path, cfg: ExperimentConfig) -> str:
     """Everything that makes a stage's output what it is."""
-    from nemo_act.engines.local.stages import stage_config
-
     return _hash(
         {
             "kind": kind,
@@ -188,10 +184,9 @@ class PipelineRunner:
         """
         from nemo_act import stage_data
         from nemo_act.engines import train_stage
-        from nemo_act.engines.local.stages import stage_experiment
 
         out = self.dir / "stages" / f"{index:02d}_{kind}"
-        data = data or (pairs if kind in PAIR_STAGES else experts)
+        data = data or (pairs if stage_kind(kind).data == "pairs" else experts)
         if data is None:
             raise ValueError(f"stage {kind} needs pairs")
         fp = stage_fingerprint(kind, init, data, self.cfg)
@@ -294,7 +289,7 @@ class PipelineRunner:
         self.dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.dir / "config.yaml", to_yaml(self.cfg))
         stages = self.cfg.pipeline.stages
-        has_pairs = any(k in PAIR_STAGES for k in stages)
+        has_pairs = needs_pairs(stages)
         if only == "experts":
             self.log["experts"] = [str(self.experts("experts"))]
             if has_pairs:
@@ -316,7 +311,7 @@ class PipelineRunner:
         for i, kind in enumerate(stages, start=1):
             ckpt = self.run_stage(i, kind, ckpt, experts, pairs)
             checkpoints.append(ckpt)
-            if kind in PAIR_STAGES and heldout_pairs is not None:
+            if stage_kind(kind).selection_eval and heldout_pairs is not None:
                 self.log["selection"][Path(ckpt).name] = self.selection(Path(ckpt).name, ckpt, heldout_pairs)
         return self._evaluate(checkpoints)
 
@@ -351,7 +346,7 @@ class PipelineRunner:
         src = cfg.pipeline.experts
         add("experts", py("experts"), f"{cfg.benchmark.name} {src.split}", data / "experts.jsonl")
         policy = cfg.pipeline.pairs_policy or self.init
-        has_pairs = any(k in PAIR_STAGES for k in cfg.pipeline.stages)
+        has_pairs = needs_pairs(cfg.pipeline.stages)
         if has_pairs:
             add("pairs", py("pairs"), f"experts.jsonl, policy {policy}", data / "pairs.jsonl")
             held = cfg.pipeline.heldout
@@ -361,7 +356,7 @@ class PipelineRunner:
         ckpt, checkpoints = self.init, []
         for i, kind in enumerate(cfg.pipeline.stages, start=1):
             out = d / "stages" / f"{i:02d}_{kind}"
-            rows_from = "pairs.jsonl" if kind in PAIR_STAGES else "experts.jsonl"
+            rows_from = "pairs.jsonl" if stage_kind(kind).data == "pairs" else "experts.jsonl"
             if self.isolate:
                 add(f"train {kind}", py("driver"), f"{ckpt}, {rows_from}", out / "checkpoints")
                 add(f"export {kind}", py("export"), f"{out / 'checkpoints'}/step_<last>", out)
@@ -369,7 +364,7 @@ class PipelineRunner:
                 add(f"train {kind}", "(here)", f"{ckpt}, {rows_from}", out)
             ckpt = str(out)
             checkpoints.append(ckpt)
-            if kind in PAIR_STAGES:
+            if stage_kind(kind).selection_eval:
                 sel = d / "selection" / f"{out.name}.json"
                 add("selection", py("selection"), f"{out.name}, heldout_pairs.jsonl", sel)
         which = {"final": checkpoints[-1:], "all": checkpoints, "none": []}[cfg.pipeline.eval.stages]

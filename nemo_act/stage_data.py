@@ -119,24 +119,18 @@ def rl_rows(trajectories: Sequence[Trajectory], cfg: ExperimentConfig) -> list[R
     ]
 
 
-PAIR_BUILDERS = {"act": act_rows, "act_noreason": act_rows, "sft_choice": sft_choice_rows, "dpo": dpo_rows}
-# Stage kind -> the training algorithm every engine runs it with (TRL's trainers, NeMo-RL's algorithms).
-ALGORITHM = {"act": "grpo", "act_noreason": "grpo", "rl": "grpo", "il": "sft", "sft_choice": "sft", "dpo": "dpo"}
-
-
 def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig) -> list[Row]:
-    """Rows of a stage kind from its data file (pairs for ACT and the controls, experts for IL and RL).
+    """Rows of a stage kind from its data file (what :data:`~nemo_act.stage_kinds.STAGE_KINDS` says it reads).
 
     Args:
         kind: Stage kind.
         data: Pairs or expert-trajectory JSONL.
         cfg: The config the stage renders prompts with (see ``stage_experiment``).
     """
-    if kind in PAIR_BUILDERS:
-        return PAIR_BUILDERS[kind](read_all(data, Pair, "pairs"), cfg)
-    trajectories = read_all(data, Trajectory, "expert trajectories")
-    if kind == "il":
-        return il_rows(trajectories, cfg)
-    if kind == "rl":
-        return rl_rows(trajectories, cfg)
-    raise ValueError(f"unknown stage '{kind}'")
+    from nemo_act.stage_kinds import stage_kind
+
+    spec = stage_kind(kind)
+    build = globals()[spec.rows]
+    if spec.data == "pairs":
+        return build(read_all(data, Pair, "pairs"), cfg)
+    return build(read_all(data, Trajectory, "expert trajectories"), cfg)

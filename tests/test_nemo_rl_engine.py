@@ -23,6 +23,7 @@ from nemo_act.data import Pair, read_jsonl  # noqa: E402
 from nemo_act.engines.nemo_rl.processors import grpo_datum  # noqa: E402
 from nemo_act.generation import RandomGenerator  # noqa: E402
 from nemo_act.pairs import collect_pairs  # noqa: E402
+from nemo_act.stage_kinds import stage_kind  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -89,12 +90,12 @@ def test_every_recipe_and_stage_validates_against_the_pinned_master_config(tmp_p
         cfg = load_config(path)
         for kind in KINDS:
             m = driver.build(kind, cfg, cfg.model.name_or_path, tmp_path / kind, 5000)
-            master_configs[recipe.ALGORITHM[kind]](**m)  # pydantic: missing keys and wrong types raise
+            master_configs[stage_kind(kind).algorithm](**m)  # pydantic: missing keys and wrong types raise
             assert (
                 m["policy"]["megatron_cfg"]["tensor_model_parallel_size"] == cfg.engine.nemo_rl.megatron.tensor_parallel
             )
             assert m["cluster"]["num_nodes"] == cfg.engine.nemo_rl.cluster.num_nodes
-            validated = master_configs[recipe.ALGORITHM[kind]](**m).data["train"]
+            validated = master_configs[stage_kind(kind).algorithm](**m).data["train"]
             assert validated == m["data"]["train"]  # pydantic keeps every data.train key we set
     act = driver.build("act", cfg, "x", tmp_path, 5000)
     assert "normalize_rewards" in act["grpo"] and "sequence_packing" in act["policy"]  # kept from the base

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class _Strict(BaseModel):
@@ -248,9 +248,6 @@ class EngineConfig(_Strict):
     nemo_rl: NeMoRLSettings | None = Field(description="Cluster-engine settings (None for the local engine).")
 
 
-StageKind = Literal["act", "act_noreason", "sft_choice", "dpo", "il", "rl"]
-
-
 class _StageBase(_Strict):
     epochs: float = Field(gt=0, description="Passes over the stage data (paper: 3).")
     max_steps: int = Field(description="Optimizer steps; -1 = run `epochs` (a bound for quick runs).")
@@ -331,12 +328,23 @@ class PipelineConfig(_Strict):
     """A list of stages with their data prerequisites (``nemo-act run``)."""
 
     name: str
-    stages: list[StageKind] = Field(min_length=1, description="Stage kinds in order, e.g. [act, il, rl].")
+    stages: list[str] = Field(
+        min_length=1, description="Stage kinds in order, e.g. [act, il, rl] (the table: nemo_act/stage_kinds.py)."
+    )
     init: str | None = Field(description="Starting checkpoint and pair-sampling policy (None = model).")
     pairs_policy: str | None = Field(description="Policy sampling alternatives (None = init; or 'random').")
     experts: ExpertSource
     heldout: ExpertSource = Field(description="Held-out expert states for selection accuracy.")
     eval: PipelineEvalConfig
+
+    @field_validator("stages")
+    @classmethod
+    def _known_stages(cls, stages: list[str]) -> list[str]:
+        from nemo_act.stage_kinds import stage_kind  # the table (it imports the prompt code, which imports this)
+
+        for name in stages:
+            stage_kind(name)
+        return stages
 
 
 class DemoConfig(_Strict):

@@ -11,35 +11,15 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import (
-    DPOStageConfig,
     ExperimentConfig,
-    GRPOStageConfig,
-    SFTStageConfig,
-    StageKind,
 )
 from nemo_act.data.io import write_text_atomic
 from nemo_act.generation.hf import resolve_device
-from nemo_act.stage_data import ALGORITHM
-
-STAGE_KINDS: tuple[str, ...] = get_args(StageKind)
-
-
-def stage_config(kind: str, cfg: ExperimentConfig) -> SFTStageConfig | DPOStageConfig | GRPOStageConfig:
-    """Hyperparameters of a stage kind (``act_noreason`` trains with ``train.act``)."""
-    if kind not in STAGE_KINDS:
-        raise ValueError(f"unknown stage '{kind}'; stages are: {', '.join(STAGE_KINDS)}")
-    return getattr(cfg.train, "act" if kind == "act_noreason" else kind)
-
-
-def stage_experiment(kind: str, cfg: ExperimentConfig) -> ExperimentConfig:
-    """The experiment config a stage renders its prompts with (no-reasoning ACT drops the instruction)."""
-    if kind == "act_noreason":
-        return cfg.model_copy(update={"prompt": cfg.prompt.model_copy(update={"act_reasoning": False})})
-    return cfg
+from nemo_act.stage_kinds import stage_config, stage_kind
 
 
 def _common_args(sc: Any, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
@@ -112,7 +92,8 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
         raise ValueError(f"stage '{kind}': no training rows")
     with_kwargs = [dict(r, chat_template_kwargs=_template_kwargs(cfg)) for r in rows] if _template_kwargs(cfg) else rows
     common = _common_args(sc, cfg, out)
-    algorithm = ALGORITHM[kind]
+    spec = stage_kind(kind)
+    algorithm = spec.algorithm
     if algorithm == "grpo":
         from trl import GRPOConfig, GRPOTrainer
 
@@ -123,7 +104,7 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
                 f"train.{kind}.baseline={sc.baseline}: TRL's GRPOTrainer subtracts the group mean only; "
                 "use group_mean on the local engine (engine=nemo_rl has leave_one_out)"
             )
-        funcs, weights = selection_reward_funcs(cfg) if kind != "rl" else action_reward_funcs(cfg)
+        funcs, weights = selection_reward_funcs(cfg) if spec.reward == "selection" else action_reward_funcs(cfg)
         args = GRPOConfig(
             **common,
             num_generations=sc.num_generations,
@@ -162,7 +143,7 @@ def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experimen
     """Train one stage and save an HF checkpoint.
 
     Args:
-        kind: One of :data:`STAGE_KINDS`.
+        kind: A stage kind (:data:`~nemo_act.stage_kinds.STAGE_KINDS`).
         init: HF checkpoint to start from (hub name or folder).
         rows: Stage rows (:mod:`nemo_act.stage_data`), built with :func:`stage_experiment`'s config.
         cfg: Experiment config (``train.<kind>`` hyperparameters, rewards, model settings).

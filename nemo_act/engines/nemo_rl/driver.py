@@ -32,11 +32,11 @@ from omegaconf import OmegaConf
 
 from nemo_act.config.load import load_config
 from nemo_act.data.io import write_text_atomic
-from nemo_act.engines.local.stages import stage_experiment
 from nemo_act.engines.nemo_rl import recipe
 from nemo_act.engines.nemo_rl.launch import checkpoint_step, latest_checkpoint, stage_metrics
 from nemo_act.engines.nemo_rl.processors import tag_rows
 from nemo_act.engines.nemo_rl.reward_env import resume_reward_log
+from nemo_act.stage_kinds import STAGE_KINDS, stage_experiment, stage_kind
 
 
 def nemo_rl_root() -> Path:
@@ -70,7 +70,7 @@ def resolve(master: dict[str, Any]) -> dict[str, Any]:
 
 def build(kind: str, cfg, init: str, out: Path, n_rows: int) -> dict[str, Any]:
     """The resolved NeMo-RL config of a stage."""
-    algorithm = recipe.ALGORITHM[kind]
+    algorithm = stage_kind(kind).algorithm
     return resolve(recipe.master_config(kind, cfg, base_config(algorithm, cfg), init=init, out=out, n_rows=n_rows))
 
 
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> Path:
     register()
     tokenizer = get_tokenizer(master["policy"]["tokenizer"])
     init_ray()
-    algorithm = recipe.ALGORITHM[args.stage]
+    algorithm = stage_kind(args.stage).algorithm
     {"grpo": _grpo, "sft": _sft, "dpo": _dpo}[algorithm](master, tokenizer)
     metrics = stage_metrics(
         _tensorboard_scalars(Path(master["logger"]["log_dir"])), out / recipe.REWARD_LOG, args.stage
@@ -199,11 +199,11 @@ def _dpo(master: dict[str, Any], tokenizer) -> None:
 def parser() -> argparse.ArgumentParser:
     """Command-line arguments of the driver."""
     p = argparse.ArgumentParser(prog="python -m nemo_act.engines.nemo_rl.driver", description=__doc__.splitlines()[0])
-    p.add_argument("--stage", required=True, choices=sorted(recipe.ALGORITHM))
+    p.add_argument("--stage", required=True, choices=list(STAGE_KINDS))
     p.add_argument("--config", required=True, help="experiment config or cluster recipe (conf/recipes/...)")
     p.add_argument("--init", required=True, help="HF checkpoint the stage starts from")
     data = p.add_mutually_exclusive_group(required=True)
-    data.add_argument("--data", help="pairs JSONL (act, act_noreason, sft_choice, dpo) or experts JSONL (il, rl)")
+    data.add_argument("--data", help="pairs or experts JSONL (what the stage kind reads: nemo_act/stage_kinds.py)")
     data.add_argument("--rows", help="ready stage rows, one JSON object per line (what the runner passes)")
     p.add_argument("--out", required=True, help="stage folder")
     p.add_argument(

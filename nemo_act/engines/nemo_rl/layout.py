@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig, ModelArchitecture
-from nemo_act.stage_data import ALGORITHM
+from nemo_act.stage_kinds import stage_config, stage_kind
 
 GPU_MEMORY_GB = {"gh200_96gb": 96.0, "gh200_144gb": 144.0, "h100_80gb": 80.0, "h200_141gb": 141.0}
 OVERHEAD_GB = 4.0
@@ -75,7 +75,7 @@ def params(a: ModelArchitecture) -> dict[str, float]:
 
 
 def _stage_seq(kind: str, cfg: ExperimentConfig) -> int:
-    sc = getattr(cfg.train, "act" if kind == "act_noreason" else kind)
+    sc = stage_config(kind, cfg)
     if isinstance(sc, GRPOStageConfig):
         return cfg.engine.nemo_rl.max_total_sequence_length  # type: ignore[union-attr]
     return sc.max_length  # type: ignore[union-attr]
@@ -121,7 +121,7 @@ def plan(cfg: ExperimentConfig, kinds: tuple[str, ...] | None = None) -> Plan:
         refuse(("vllm", f"vLLM TP={v} does not divide the {a.heads} attention heads"))
     kinds = kinds or tuple(dict.fromkeys(cfg.pipeline.stages))
     for kind in kinds:
-        sc = getattr(cfg.train, "act" if kind == "act_noreason" else kind)
+        sc = stage_config(kind, cfg)
         batch = sc.batch_size * sc.grad_accum
         if batch % (out.dp * n.micro_batch_size):
             refuse((
@@ -160,7 +160,7 @@ def _memory(kind: str, cfg: ExperimentConfig, a: ModelArchitecture, dp: int) -> 
     sharded = (dense_gpu / dp + (on_gpu - dense_gpu) / expert_dp) if mg.distributed_optimizer else on_gpu
     optimizer = 12 * sharded
     s, h, b = _stage_seq(kind, cfg), a.hidden, n.micro_batch_size
-    if ALGORITHM[kind] == "dpo":
+    if stage_kind(kind).algorithm == "dpo":
         b *= 2  # chosen and rejected
     s_local = s / mg.context_parallel
     per_layer_full = 34 * s_local * b * h / tp

@@ -24,7 +24,7 @@ from pathlib import Path
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.manifest import manifest_path
 from nemo_act.engines.nemo_rl import interpreters
-from nemo_act.stage_data import PAIR_BUILDERS
+from nemo_act.stage_kinds import needs_pairs
 
 NOT_MODELS = ("random", "gold")
 AARCH64_HINT = (
@@ -82,7 +82,7 @@ def check_model(ref: str) -> Check:
 def job_steps(cfg: ExperimentConfig) -> list[str]:
     """The kinds of child process a run of ``cfg.pipeline`` starts (see :func:`.interpreters.step`)."""
     steps = ["pipeline"]
-    if any(k in PAIR_BUILDERS for k in cfg.pipeline.stages):
+    if needs_pairs(cfg.pipeline.stages):
         steps += ["pairs", "selection"]
     if cfg.engine.name == "nemo_rl":
         steps += ["driver", "export"]
@@ -112,7 +112,7 @@ def _experts_done(cfg: ExperimentConfig, run_dir: Path | None) -> list[Path] | N
     if run_dir is None:
         return None
     files = [run_dir / "data" / "experts.jsonl"]
-    if any(k in PAIR_BUILDERS for k in cfg.pipeline.stages):
+    if needs_pairs(cfg.pipeline.stages):
         files.append(run_dir / "data" / "heldout_experts.jsonl")
     return files if all(manifest_path(f).exists() for f in files) else None
 

@@ -19,23 +19,24 @@ from typing import Any
 import torch
 
 from nemo_act.prompts.render import apply_chat_template
-from nemo_act.stage_data import ALGORITHM
+from nemo_act.stage_kinds import stage_kind
 
 STOP_STRINGS = ["</action>"]
 # Row keys that are prompt/targets or routing, not reward inputs.
 _TEXT_KEYS = frozenset({"prompt", "completion", "chosen", "rejected", "task_name", "enable_thinking"})
 # Our processor's name in NeMo-RL's PROCESSOR_REGISTRY (``data.train.processor`` of a stage's config).
 PROCESSOR = "nemo_act"
-# Reward environment (GRPO task_name) of a stage kind; SFT and DPO rows are routed by these names too.
-TASK_NAME = {"act": "act_selection", "act_noreason": "act_selection", "rl": "act_action"}
+# Reward environment (GRPO task_name) of a stage kind's reward; SFT and DPO rows are routed by these names too.
+REWARD_TASK = {"selection": "act_selection", "action": "act_action"}
 SFT_TASK, DPO_TASK = "act_sft", "act_dpo"
 
 
 def task_name(kind: str) -> str:
     """The NeMo-RL ``task_name`` of a stage kind's rows (its reward env for GRPO stages)."""
-    if kind not in ALGORITHM:
-        raise ValueError(f"unknown stage '{kind}'")
-    return TASK_NAME.get(kind) or (DPO_TASK if ALGORITHM[kind] == "dpo" else SFT_TASK)
+    spec = stage_kind(kind)
+    if spec.reward is not None:
+        return REWARD_TASK[spec.reward]
+    return DPO_TASK if spec.algorithm == "dpo" else SFT_TASK
 
 
 def _ids(tokenizer: Any, text: str) -> torch.Tensor:
@@ -142,8 +143,8 @@ def nemo_act_processor(
     thinking = datum_dict.get("enable_thinking")
     if name == SFT_TASK:
         return sft_datum(datum_dict, idx, tokenizer, max_seq_length, thinking)
-    if name in TASK_NAME.values():
+    if name in REWARD_TASK.values():
         return grpo_datum(datum_dict, idx, tokenizer, name, max_seq_length, thinking)
     raise ValueError(
-        f"row {idx}: task_name '{name}' is not a GRPO or SFT stage's ({sorted({*TASK_NAME.values(), SFT_TASK})})"
+        f"row {idx}: task_name '{name}' is not a GRPO or SFT stage's ({sorted({*REWARD_TASK.values(), SFT_TASK})})"
     )

@@ -34,9 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig, NeMoRLSettings
-from nemo_act.engines.local.stages import stage_config
-from nemo_act.engines.nemo_rl.processors import PROCESSOR, STOP_STRINGS, TASK_NAME
-from nemo_act.stage_data import ALGORITHM  # stage kind -> NeMo-RL algorithm (grpo, sft, dpo)
+from nemo_act.engines.nemo_rl.processors import PROCESSOR, REWARD_TASK, STOP_STRINGS
+from nemo_act.stage_kinds import stage_config, stage_kind
 
 ROWS = "rows.jsonl"  # the stage's tagged rows in its folder (processors.tag_rows), what NeMo-RL's loader reads
 DATASET = "nemo_act.engines.nemo_rl.datasets.StageRowsDataset"  # data.train.dataset_name (a dotted path)
@@ -83,8 +82,8 @@ def steps_per_epoch(kind: str, cfg: ExperimentConfig, n_rows: int) -> int:
     """
     sc = stage_config(kind, cfg)
     rows = min(n_rows, sc.max_samples) if sc.max_samples is not None else n_rows
-    per_step = prompts_per_step(kind, cfg) if ALGORITHM[kind] == "grpo" else global_batch(kind, cfg)
-    what = "prompts" if ALGORITHM[kind] == "grpo" else "sequences"
+    per_step = prompts_per_step(kind, cfg) if stage_kind(kind).algorithm == "grpo" else global_batch(kind, cfg)
+    what = "prompts" if stage_kind(kind).algorithm == "grpo" else "sequences"
     if rows < per_step:
         raise ValueError(
             f"stage {kind}: {rows} training rows, fewer than one optimizer step takes ({per_step} {what}: "
@@ -214,10 +213,11 @@ def _data(kind: str, out: Path) -> dict[str, Any]:
     the core's).
     """
     train: dict[str, Any] = {"dataset_name": DATASET, "data_path": str(out / ROWS)}
-    if ALGORITHM[kind] != "dpo":  # DPO rows go through NeMo-RL's own preference_preprocessor
+    if stage_kind(kind).algorithm != "dpo":  # DPO rows go through NeMo-RL's own preference_preprocessor
         train["processor"] = PROCESSOR
-    if kind in TASK_NAME:
-        train["env_name"] = TASK_NAME[kind]
+    reward = stage_kind(kind).reward
+    if reward is not None:
+        train["env_name"] = REWARD_TASK[reward]
     return {"train": train, "validation": None, "default": None, "shuffle": True, "use_multiple_dataloader": False}
 
 
@@ -246,7 +246,8 @@ def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -
         },
         **({"vllm_kwargs": dict(n.vllm_kwargs)} if n.vllm_kwargs else {}),
     }
-    values = cfg.rewards.selection if TASK_NAME[kind] == "act_selection" else cfg.rewards.action
+    reward = stage_kind(kind).reward
+    values = cfg.rewards.selection if reward == "selection" else cfg.rewards.action
     return {
         "grpo": {
             "num_prompts_per_step": prompts_per_step(kind, cfg),
@@ -266,7 +267,7 @@ def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -
         },
         "policy": policy,
         "env": {
-            TASK_NAME[kind]: {
+            REWARD_TASK[reward]: {
                 "values": values.model_dump(),
                 "use_admissible": cfg.benchmark.admissible_reward,
                 "log_path": str(out / REWARD_LOG),
@@ -287,7 +288,7 @@ def _sft(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) ->
         "policy": _policy(kind, cfg, init, steps, sc.max_length),  # type: ignore[attr-defined]
         **_common(kind, cfg, out),
     }
-    if ALGORITHM[kind] == "dpo":
+    if stage_kind(kind).algorithm == "dpo":
         # algorithms/dpo.py asserts both off (chosen/rejected must stay side by side in a batch)
         overlay["policy"] |= {"sequence_packing": {"enabled": False}, "dynamic_batching": {"enabled": False}}
         section |= {"reference_policy_kl_penalty": sc.beta, "preference_loss_weight": 1, "sft_loss_weight": 0}  # type: ignore[attr-defined]
@@ -311,9 +312,7 @@ def stage_overlay(kind: str, cfg: ExperimentConfig, *, init: str, out: str | Pat
     Returns:
         A nested dict to merge over the NeMo-RL base config.
     """
-    if kind not in ALGORITHM:
-        raise ValueError(f"unknown stage '{kind}'; stages are: {', '.join(ALGORITHM)}")
-    build = _grpo if ALGORITHM[kind] == "grpo" else _sft
+    build = _grpo if stage_kind(kind).algorithm == "grpo" else _sft
     return build(kind, cfg, init, Path(out), n_rows)
 
 
