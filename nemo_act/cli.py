@@ -280,11 +280,12 @@ def cmd_convert(argv: Sequence[str]) -> int:
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in CONVERT_TOOLS:
         print(f"usage: nemo-act convert {{{','.join(CONVERT_TOOLS)}}} [ARGS...] (ARGS: the tool's own --help)")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
-    repo = Path(__file__).resolve().parents[1]
-    script = repo / "tools" / "convert" / f"{argv[0].replace('-', '_')}.py"
+    from nemo_act.paths import checkout_root, convert_root
+
+    script = convert_root() / f"{argv[0].replace('-', '_')}.py"
     if not script.exists():
-        raise UsageError(f"{script} not found: nemo-act convert runs from a source checkout of nemo-act")
-    venv = repo / ".venv-megatron" / "bin" / "python"
+        raise UsageError(f"{script} not found: this nemo-act install lacks its converters")
+    venv = (checkout_root() or Path("/nonexistent")) / ".venv-megatron" / "bin" / "python"
     from nemo_act.engines.nemo_rl.interpreters import python_for
 
     # in the NeMo-RL image the Megatron worker venv (interpreters.py); elsewhere this interpreter

@@ -20,7 +20,6 @@ We do not use Hydra itself: hydra-core 1.3 pins ``omegaconf<2.4`` and takes over
 from __future__ import annotations
 
 import difflib
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,16 +29,11 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ValidationError
 
 from nemo_act.config.schema import ExperimentConfig
+from nemo_act.paths import conf_root  # noqa: F401  (re-exported: nemo_act.config.conf_root)
 
 
 class ConfigError(ValueError):
     """A config file or override is invalid; the message names the file and the key."""
-
-
-def conf_root() -> Path:
-    """Return the folder holding the YAML configs (``$NEMO_ACT_CONF`` or the repository's ``conf/``)."""
-    env = os.environ.get("NEMO_ACT_CONF")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "conf"
 
 
 def group_options(group: str, root: Path | None = None) -> list[str]:

@@ -40,8 +40,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
-CONVERT = REPO / "tools" / "convert"
+from nemo_act.paths import convert_root
+
+REPO = Path(__file__).resolve().parents[3]  # the checkout (the image runs jobs from it)
+CONVERT = convert_root()
 
 # Dockerfile: ENV UV_PROJECT_ENVIRONMENT=/opt/nemo_rl_venv, ENV NEMO_RL_VENV_DIR=/opt/ray_venvs
 CONTAINER_BASE_VENV = "/opt/nemo_rl_venv"
