@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from nemo_act.config import ConfigError, ExperimentConfig, load_config, to_yaml
+from nemo_act.config import ConfigError, ExperimentConfig, group_options, load_config, to_yaml
 from nemo_act.data.io import RecordError
 from nemo_act.stage_kinds import STAGE_KINDS
 
@@ -137,8 +137,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from nemo_act.generation import make_generator
 
     extra = [f"benchmark.data_dir={args.data_dir}"] if args.data_dir else []
-    cfg = _cfg(args, [f"benchmark={args.benchmark}", *extra])
-    if args.policy == "gold" and not args.experts and args.benchmark != "alfworld":
+    cfg = _cfg(args, [*([f"benchmark={args.benchmark}"] if args.benchmark else []), *extra])
+    from nemo_act.benchmarks.base import adapter_of
+
+    if args.policy == "gold" and not args.experts and not adapter_of(cfg.benchmark).LIVE_EXPERT_ACTION:
         raise UsageError("--policy gold replays experts: pass --experts FILE for the split")
     generator = make_generator(args.policy, cfg)
     out = Path(args.out)
@@ -311,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tiny_model)
 
     p = sub.add_parser("experts", help="collect expert trajectories from a benchmark")
-    p.add_argument("--benchmark", required=True, choices=["scienceworld", "alfworld", "webshop"])
+    p.add_argument("--benchmark", required=True, choices=group_options("benchmark"))
     p.add_argument(
         "--split",
         default=None,
@@ -357,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="evaluate a policy in the benchmark env (protocol metrics, N seeds)")
     p.add_argument("--policy", required=True, help="HF checkpoint, 'gold' or 'random'")
-    p.add_argument("--benchmark", default="scienceworld", choices=["scienceworld", "alfworld", "webshop"])
+    p.add_argument("--benchmark", default=None, choices=group_options("benchmark"), help="default: the config's")
     p.add_argument("--split", default="test", help="ScienceWorld/WebShop: test; ALFWorld: valid_seen, valid_unseen")
     p.add_argument("--data-dir", default=None, help="ALFWorld / WebShop data folder (sets benchmark.data_dir)")
     p.add_argument("--tasks", default=None, help="comma-separated task names (default: all)")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +22,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from tqdm import tqdm
 
-from nemo_act.benchmarks.scienceworld import GoldStats
-from nemo_act.config.schema import ALFWorldConfig, ExperimentConfig, ScienceWorldConfig, WebShopConfig
+from nemo_act.benchmarks.base import adapter_of
+from nemo_act.config.schema import BenchmarkConfigBase, ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, write_jsonl, write_text_atomic
 from nemo_act.data.manifest import reusable, write_manifest
 from nemo_act.data.records import Trajectory
@@ -39,7 +38,7 @@ class EpisodeOutcome(BaseModel):
 
     trajectory_id: str
     trajectory: Trajectory | None  # None: the episode could not be played (``lost`` says why)
-    stats: GoldStats | None = None  # ScienceWorld: how gold actions matched the valid list
+    stats: dict[str, Any] | None = None  # the adapter's counts, e.g. how ScienceWorld gold actions matched the list
     attempts: int = 1  # ALFWorld: tries of the randomised handcoded expert
     lost: str | None = None  # why the episode could not be played (its env kept hanging or dying)
 
@@ -56,50 +55,25 @@ class ExpertPlayer:
     """Plays expert episodes in one env of a pool worker (picklable: built there from the benchmark config).
 
     Args:
-        cfg: The benchmark (ScienceWorld gold replays, ALFWorld's handcoded expert).
+        cfg: The benchmark; its adapter's ``expert_env`` and ``play_expert`` do the playing.
         call_timeout: Deadline of every env call (``env.call_timeout_s``), see :func:`with_deadline`.
     """
 
-    def __init__(self, cfg: ScienceWorldConfig | ALFWorldConfig, call_timeout: float | None) -> None:
+    def __init__(self, cfg: BenchmarkConfigBase, call_timeout: float | None) -> None:
         self.cfg = cfg
-        if isinstance(cfg, ScienceWorldConfig):
-            from nemo_act.benchmarks import scienceworld
-
-            env: Any = scienceworld.make_env(cfg)
-        else:
-            from nemo_act.benchmarks import alfworld
-
-            env = alfworld.EpisodeEnv(cfg, expert=True)
-        self._raw, self.env = env, with_deadline(env, call_timeout)
+        self._raw = adapter_of(cfg).expert_env(cfg)
+        self.env = with_deadline(self._raw, call_timeout)
 
     def play(self, task: str, variation: int, split: str) -> str:
         """One expert episode as an :class:`EpisodeOutcome` (JSON: it crosses the process boundary)."""
-        if isinstance(self.cfg, ScienceWorldConfig):
-            from nemo_act.benchmarks import scienceworld
-
-            traj, stats = scienceworld.replay_gold(self.env, task, variation, split)
-            return EpisodeOutcome(trajectory_id=traj.trajectory_id, trajectory=traj, stats=stats).model_dump_json()
-        from nemo_act.benchmarks import alfworld
-
-        attempt = 0
-        while True:
-            attempt += 1
-            traj = alfworld.play_expert(self.env, task, split, self.cfg.max_steps, attempt=attempt - 1)
-            if traj.success or attempt > self.cfg.expert_retries:
-                break
-        return EpisodeOutcome(trajectory_id=traj.trajectory_id, trajectory=traj, attempts=attempt).model_dump_json()
+        traj, stats, attempts = adapter_of(self.cfg).play_expert(self.env, self.cfg, task, variation, split)
+        return EpisodeOutcome(
+            trajectory_id=traj.trajectory_id, trajectory=traj, stats=stats, attempts=attempts
+        ).model_dump_json()
 
     def close(self) -> None:
-        """Close the env (stops its JVM)."""
+        """Close the env."""
         self._raw.close()
-
-
-def _adapter_version(cfg: ScienceWorldConfig | ALFWorldConfig) -> int:
-    if isinstance(cfg, ALFWorldConfig):
-        from nemo_act.benchmarks.alfworld import ADAPTER_VERSION
-    else:
-        from nemo_act.benchmarks.scienceworld import ADAPTER_VERSION
-    return ADAPTER_VERSION
 
 
 def collect_experts(
@@ -127,12 +101,12 @@ def collect_experts(
     """
     bench = cfg.benchmark
     out = Path(out)
-    if isinstance(bench, WebShopConfig):
-        return _webshop_demonstrations(bench, split, out)
-    if isinstance(bench, ScienceWorldConfig):
-        max_variations = bench.max_variations if max_variations is None else max_variations
+    module = adapter_of(bench)
+    if not hasattr(module, "play_expert"):
+        return _experts_from_files(bench, split, out)
+    max_variations = getattr(bench, "max_variations", None) if max_variations is None else max_variations
     params = {
-        "adapter_version": _adapter_version(bench),
+        "adapter_version": module.ADAPTER_VERSION,
         "benchmark": bench.model_dump(),
         "split": split,
         "tasks": list(tasks) if tasks else None,
@@ -179,6 +153,18 @@ def collect_experts(
     return ExpertsSummary(counts=counts, out=out)
 
 
+def merge_counts(stats: Sequence[dict[str, Any]], examples: int = 20) -> dict[str, Any]:
+    """Episodes' counts summed key by key (lists, e.g. example actions, are joined and cut to ``examples``)."""
+    out: dict[str, Any] = {}
+    for st in stats:
+        for key, value in st.items():
+            if isinstance(value, list):
+                out[key] = (out.get(key, []) + value)[:examples]
+            else:
+                out[key] = out.get(key, 0) + value
+    return out
+
+
 def _lost_episode(benchmark: str, task: str, variation: int, reason: str) -> EpisodeOutcome:
     """The outcome of an episode whose env kept hanging or dying: no trajectory, the reason."""
     return EpisodeOutcome(trajectory_id=f"{benchmark}/{task}/{variation}", trajectory=None, lost=reason)
@@ -199,35 +185,26 @@ def _counts(outcomes: Sequence[EpisodeOutcome], won: Sequence[Trajectory]) -> di
     }
     stats = [o.stats for o in outcomes if o.stats is not None]
     if stats:
-        counts |= sum(stats, GoldStats()).model_dump()
+        counts |= merge_counts(stats)
     else:
         counts["attempts"] = sum(o.attempts for o in outcomes)
     return counts
 
 
-def _webshop_demonstrations(cfg: WebShopConfig, split: str, out: Path) -> ExpertsSummary:
-    """Convert WebShop human-session logs into expert trajectories (all of them, with their reward)."""
-    from nemo_act.benchmarks import webshop
-
-    if split != "human":
-        raise ValueError(f"WebShop experts come from the human demonstrations: use --split human (got '{split}')")
-    root = cfg.data_dir or os.environ.get("WEBSHOP_DATA")
-    if not root:
-        raise FileNotFoundError("WebShop data not set: pass --data-dir (or set benchmark.data_dir / WEBSHOP_DATA)")
-    root = Path(root)
-    logs, catalog = root / cfg.demonstrations, root / cfg.catalog
-    params = {"benchmark": cfg.model_dump(), "split": split, "demonstrations": str(logs), "catalog": str(catalog)}
+def _experts_from_files(cfg: BenchmarkConfigBase, split: str, out: Path) -> ExpertsSummary:
+    """Experts the adapter reads from files (e.g. WebShop's human sessions): all of them, with their score."""
+    trajs, source = adapter_of(cfg).read_experts(cfg, split)
+    params = {"benchmark": cfg.model_dump(), "split": split, **source}
     finished = reusable(out, "experts", params)
     if finished is not None:
         return ExpertsSummary(counts=finished["counts"], out=out)
-    trajs = webshop.read_demonstrations(logs, catalog)
     write_jsonl(out, trajs)
     counts = {
         "episodes": len(trajs),
         "won": sum(t.success for t in trajs),
         "failed": [],
         "steps": sum(len(t.steps) for t in trajs),
-        "mean_score": sum(t.score for t in trajs) / len(trajs),
+        "mean_score": sum(t.score for t in trajs) / len(trajs) if trajs else 0.0,
     }
     write_manifest(out, "experts", params=params, counts=counts)
     return ExpertsSummary(counts=counts, out=out)

@@ -15,8 +15,6 @@ from typing import Any
 
 from rich.table import Table
 
-BENCH_NAMES = {"scienceworld": "ScienceWorld", "alfworld": "ALFWorld", "webshop": "WebShop"}
-
 
 def load_run(run_dir: str | Path) -> dict[str, Any]:
     """Read a run folder's ``run.json`` and its stages' metrics.
@@ -49,7 +47,7 @@ def results_table(runs: Sequence[dict[str, Any]]) -> tuple[Table, list[dict[str,
     for run in runs:
         row = {"pipeline": run["pipeline"]}
         for ev in (run.get("eval") or {}).values():
-            bench = BENCH_NAMES.get(ev["benchmark"], ev["benchmark"])
+            bench = ev.get("benchmark_title", ev["benchmark"])  # the benchmark config's title
             key = f"{bench} {ev['split']}"
             row[f"{key} score"] = _pm(ev["score_mean"], ev["score_std"])
             row[f"{key} completion %"] = _pm(ev["completion_mean"], ev["completion_std"])

@@ -163,7 +163,7 @@ def test_an_expert_episode_repeats_exactly(alf_cfg):
     gid = next(g for g, _ in list_episodes(alf_cfg, "valid_seen") if FAST_GAMES[1] in g)
     env = alfworld.EpisodeEnv(alf_cfg.benchmark, expert=True)
     try:
-        first, again = (alfworld.play_expert(env, gid, "valid_seen", 50) for _ in range(2))
+        first, again = (alfworld.play_handcoded(env, gid, "valid_seen", 50) for _ in range(2))
         assert first == again and first.success
     finally:
         env.close()

@@ -17,9 +17,9 @@ from nemo_act.data import Pair, Trajectory, read_jsonl
 from nemo_act.engines.local.reward_funcs import action_reward_funcs, selection_reward_funcs
 from nemo_act.engines.local.signal_check import ZeroRewardVarianceWarning, ZeroVarianceWatch
 from nemo_act.engines.local.stages import train_stage
-from nemo_act.stage_kinds import stage_experiment
 from nemo_act.generation import RandomGenerator
 from nemo_act.pairs import collect_pairs
+from nemo_act.stage_kinds import stage_experiment
 
 QUICK = [
     "train.{k}.max_steps=2",

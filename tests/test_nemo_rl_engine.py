@@ -80,7 +80,7 @@ def test_every_recipe_and_stage_validates_against_the_pinned_master_config(tmp_p
     from nemo_rl.algorithms import dpo, grpo, sft
 
     from nemo_act.config import conf_root, load_config
-    from nemo_act.engines.nemo_rl import driver, recipe
+    from nemo_act.engines.nemo_rl import driver
 
     master_configs = {"grpo": grpo.MasterConfig, "sft": sft.MasterConfig, "dpo": dpo.MasterConfig}
     recipes = sorted((conf_root() / "recipes").glob("*/act-*.yaml"))

@@ -100,6 +100,25 @@ def test_gold_experts_replay_to_100(sw_experts, cfg):
         env.close()
 
 
+def test_a_recorded_state_is_restored_by_replaying_its_prefix(sw_experts, cfg):
+    """The benchmark protocol's restore on the real env: replaying a gold prefix reaches the recorded
+    observation at every step checked; a record that does not match the env is named where it diverges."""
+    from nemo_act.benchmarks.base import DivergenceError, restore
+    from nemo_act.benchmarks.scienceworld import EpisodeEnv
+
+    traj = next(iter(read_jsonl(sw_experts, Trajectory)))
+    env = EpisodeEnv(cfg.benchmark)
+    try:
+        for index in (0, 3, len(traj.steps) - 1):
+            assert restore(env, traj, index).observation.split() == traj.steps[index].observation.split()
+        wrong = traj.steps[2].model_copy(update={"observation": "You are on the moon."})
+        bad = traj.model_copy(update={"steps": [*traj.steps[:2], wrong, *traj.steps[3:]]})
+        with pytest.raises(DivergenceError, match=rf"{traj.trajectory_id}: after 2 replayed action\(s\)"):
+            restore(env, bad, 3)
+    finally:
+        env.close()
+
+
 def test_experts_manifest_counts_gold_matching(sw_experts):
     counts = read_manifest(sw_experts)["counts"]
     assert counts["episodes"] == counts["won"] == 2 and counts["failed"] == []

@@ -22,14 +22,19 @@ and expert collection use it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import random
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from nemo_act.config.schema import ALFWorldConfig
+from pydantic import Field
+
+from nemo_act.benchmarks.base import Observation
+from nemo_act.config.schema import BenchmarkConfigBase
 from nemo_act.data.records import Step, Trajectory
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
@@ -44,6 +49,17 @@ TASK_TYPES = (
 DATASET = "json_2.1.1"
 # Bump when what an experts file holds changes (part of the experts manifest).
 ADAPTER_VERSION = 1
+
+
+class ALFWorldConfig(BenchmarkConfigBase):
+    """ALFWorld (pip package `alfworld`, TextWorld engine)."""
+
+    name: Literal["alfworld"]
+    data_dir: str | None = Field(description="Folder holding json_2.1.1/ (None: $ALFWORLD_DATA).")
+    cache_dir: str = Field(description="Where game files rebuilt for the installed ALFWorld are cached.")
+    expert_retries: int = Field(ge=0, description="Extra tries of the (randomised) handcoded expert on a lost game.")
+
+
 SOURCE = "alfworld-handcoded-expert"
 _DROPPED_COMMANDS = frozenset({"help"})
 _TASK_MARK = "Your task is to: "
@@ -127,7 +143,7 @@ def rebuilt_game(root: Path, gid: str, cache_dir: Path) -> Path:
     return out
 
 
-def episodes(cfg: ALFWorldConfig, split: str, limit: int | None = None) -> list[tuple[str, int]]:
+def games(cfg: ALFWorldConfig, split: str, limit: int | None = None) -> list[tuple[str, int]]:
     """Evaluation / collection episodes of a split as ``(game id, 0)`` (one episode per game)."""
     root = data_dir(cfg)
     games = find_games(root, split)
@@ -144,7 +160,7 @@ def split_intro(feedback: str) -> tuple[str, str]:
 
 
 class EpisodeEnv:
-    """One ALFWorld (TextWorld) env that plays games step by step; views are plain dicts.
+    """One ALFWorld (TextWorld) env that plays games step by step; views are :class:`Observation`.
 
     Args:
         cfg: Benchmark config (``data_dir``, ``cache_dir``).
@@ -170,7 +186,7 @@ class EpisodeEnv:
         self.env = AlfredExpert(env, expert_type=AlfredExpertType.HANDCODED) if expert else env
         self.task_description = ""
 
-    def reset(self, gid: str, variation: int = 0, attempt: int = 0) -> dict:
+    def reset(self, gid: str, variation: int = 0, attempt: int = 0) -> Observation:
         """Start the game ``gid`` (``variation`` is always 0: one episode per game).
 
         The handcoded expert draws from Python's ``random``; it is seeded from (game, attempt), so an
@@ -182,29 +198,27 @@ class EpisodeEnv:
         self.task_description, observation = split_intro(state["feedback"])
         return self._view(state, observation, done=False)
 
-    def step(self, action: str) -> dict:
+    def step(self, action: str) -> Observation:
         """Take one action (TextWorld answers unknown commands with "Nothing happens.")."""
         state, _reward, done = self.env.step(action)
         return self._view(state, state["feedback"].strip(), done=bool(done) or bool(state["won"]))
 
-    def _view(self, state: Any, observation: str, done: bool) -> dict:
-        view = {
-            "observation": observation,
-            "task_description": self.task_description,
-            "admissible": [c for c in state["admissible_commands"] if c not in _DROPPED_COMMANDS],
-            "score": 100.0 if state["won"] else 0.0,
-            "done": done,
-        }
-        if self.expert:
-            view["expert_action"] = state["extra.expert_plan"][0]
-        return view
+    def _view(self, state: Any, observation: str, done: bool) -> Observation:
+        return Observation(
+            observation=observation,
+            task_description=self.task_description,
+            admissible=[c for c in state["admissible_commands"] if c not in _DROPPED_COMMANDS],
+            score=100.0 if state["won"] else 0.0,
+            done=done,
+            expert_action=state["extra.expert_plan"][0] if self.expert else None,
+        )
 
     def close(self) -> None:
         """Close the TextWorld env."""
         self.env.close()
 
 
-def play_expert(env: EpisodeEnv, gid: str, split: str, max_steps: int, attempt: int = 0) -> Trajectory:
+def play_handcoded(env: EpisodeEnv, gid: str, split: str, max_steps: int, attempt: int = 0) -> Trajectory:
     """Play one game with the handcoded expert and record it.
 
     ``success`` is a win within ``max_steps`` using only listed actions: when the expert proposes a
@@ -223,18 +237,18 @@ def play_expert(env: EpisodeEnv, gid: str, split: str, max_steps: int, attempt: 
     """
     view = env.reset(gid, attempt=attempt)
     steps: list[Step] = []
-    while not view["done"] and len(steps) < max_steps:
-        action = view["expert_action"]
+    while not view.done and len(steps) < max_steps:
+        action = view.expert_action or ""
         if action in _DROPPED_COMMANDS:
             break  # the expert sometimes says "help": not an action we offer, so the episode counts as lost
         nxt = env.step(action)
         steps.append(
             Step(
-                observation=view["observation"],
+                observation=view.observation,
                 action=action,
-                admissible_actions=view["admissible"],
-                action_admissible=action in view["admissible"],
-                score=nxt["score"],
+                admissible_actions=view.admissible,
+                action_admissible=action in view.admissible,
+                score=nxt.score,
             )
         )
         view = nxt
@@ -246,7 +260,41 @@ def play_expert(env: EpisodeEnv, gid: str, split: str, max_steps: int, attempt: 
         split=split,
         task_description=env.task_description,
         steps=steps,
-        score=view["score"],
-        success=view["score"] >= 100,
+        score=view.score,
+        success=view.score >= 100,
         source=SOURCE,
     )
+
+
+# ---- the benchmark protocol (nemo_act/benchmarks/base.py) ------------------------------------------------------
+CONFIG = ALFWorldConfig
+LIVE_EXPERT_ACTION = True  # the handcoded expert proposes the next action in the live env (gold policy needs no file)
+
+
+def episodes(
+    cfg: ALFWorldConfig, split: str, tasks: Sequence[str] | None, max_variations: int | None
+) -> list[tuple[str, int]]:
+    """One episode per game after ALFWorld's filtering; ``tasks`` keeps game ids containing one of them."""
+    return [g for g in games(cfg, split) if not tasks or any(t in g[0] for t in tasks)]
+
+
+def env_factory(cfg: ALFWorldConfig, expert: bool) -> Callable[[], EpisodeEnv]:
+    """Builds one evaluation env (``expert``: with the handcoded expert's next action in every view)."""
+    return functools.partial(EpisodeEnv, cfg, expert=expert)
+
+
+def expert_env(cfg: ALFWorldConfig) -> EpisodeEnv:
+    """The env the handcoded expert plays in."""
+    return EpisodeEnv(cfg, expert=True)
+
+
+def play_expert(
+    env: EpisodeEnv, cfg: ALFWorldConfig, task: str, variation: int, split: str
+) -> tuple[Trajectory, None, int]:
+    """Play one game with the (randomised) handcoded expert, retrying a lost one ``cfg.expert_retries`` times."""
+    attempt = 0
+    while True:
+        attempt += 1
+        traj = play_handcoded(env, task, split, cfg.max_steps, attempt=attempt - 1)
+        if traj.success or attempt > cfg.expert_retries:
+            return traj, None, attempt

@@ -18,13 +18,16 @@ simulation clock (plants grow, substances heat), so such steps are recorded as t
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nemo_act.config.schema import ScienceWorldConfig
+from nemo_act.benchmarks.base import Observation
+from nemo_act.config.schema import BenchmarkConfigBase
 from nemo_act.data.records import Step, Trajectory
 from nemo_act.rewards import normalize_action
 
@@ -32,6 +35,20 @@ SPLITS = ("train", "dev", "test")
 # Bump when replay or alias logic changes what an experts file holds: finished files made by an
 # older adapter are then not reused (the number is part of the experts manifest's parameters).
 ADAPTER_VERSION = 4
+
+
+class ScienceWorldConfig(BenchmarkConfigBase):
+    """ScienceWorld (pip package `scienceworld`, runs on Java)."""
+
+    name: Literal["scienceworld"]
+    simplification: str = Field(description="ScienceWorld simplification string, e.g. 'easy' or ''.")
+    env_step_limit: int = Field(gt=0, description="Env-side step limit; large so long gold paths finish.")
+    max_variations: int | None = Field(description="Variations per task kept (test protocol: 5).")
+    fresh_env_per_episode: bool = Field(
+        description="Start every episode in a fresh JVM: outcomes then do not depend on earlier episodes."
+    )
+
+
 SOURCE = "scienceworld-gold"
 # Env answers that mean the action changed nothing but the clock (gold steps the easy simplification made moot).
 NOOP_OBSERVATIONS = ("The door is already open.",)
@@ -305,8 +322,8 @@ def replay_actions(env: Simulator, traj: Trajectory, use_alias: bool = True) -> 
 class EpisodeEnv:
     """One ScienceWorld env (one JVM) that plays evaluation episodes step by step.
 
-    ``reset`` and ``step`` return plain dicts (picklable across worker processes): ``observation``,
-    ``task_description``, ``admissible`` (the full valid list), ``score`` and ``done``.
+    ``reset`` and ``step`` return :class:`~nemo_act.benchmarks.base.Observation` (``admissible``: the full
+    valid list).
     """
 
     def __init__(self, cfg: ScienceWorldConfig) -> None:
@@ -314,27 +331,62 @@ class EpisodeEnv:
         self.env = make_env(cfg)
         self.task_description = ""
 
-    def reset(self, task: str, variation: int) -> dict:
+    def reset(self, task: str, variation: int) -> Observation:
         """Start an episode."""
         self.env.episode(task, variation)
         obs, info = self.env.reset()
         self.task_description = self.env.get_task_description()
         return self._view(obs, info, done=False)
 
-    def step(self, action: str) -> dict:
+    def step(self, action: str) -> Observation:
         """Take one action (an empty or unknown action is the env's to answer)."""
         obs, _reward, done, info = self.env.step(action)
         return self._view(obs, info, done=bool(done))
 
-    def _view(self, obs: str, info: dict, done: bool) -> dict:
-        return {
-            "observation": obs,
-            "task_description": self.task_description,
-            "admissible": list(info["valid"]),
-            "score": float(info["score"]),
-            "done": done,
-        }
+    def _view(self, obs: str, info: dict, done: bool) -> Observation:
+        return Observation(
+            observation=obs,
+            task_description=self.task_description,
+            admissible=list(info["valid"]),
+            score=float(info["score"]),
+            done=done,
+        )
 
     def close(self) -> None:
         """Stop the JVM."""
         self.env.close()
+
+
+# ---- the benchmark protocol (nemo_act/benchmarks/base.py) ------------------------------------------------------
+CONFIG = ScienceWorldConfig
+LIVE_EXPERT_ACTION = False  # gold actions come from expert files (or replay_gold), not from the env while playing
+
+
+def episodes(
+    cfg: ScienceWorldConfig, split: str, tasks: Sequence[str] | None, max_variations: int | None
+) -> list[tuple[str, int]]:
+    """Official variations of a split, at most ``max_variations`` (default ``cfg.max_variations``) per task."""
+    env = make_env(cfg)
+    try:
+        mv = cfg.max_variations if max_variations is None else max_variations
+        return list_episodes(env, split, mv, tasks, cfg.simplification)
+    finally:
+        env.close()
+
+
+def env_factory(cfg: ScienceWorldConfig, expert: bool) -> Callable[[], EpisodeEnv]:
+    """Builds one evaluation env (one JVM) in a pool worker."""
+    return functools.partial(EpisodeEnv, cfg)
+
+
+def expert_env(cfg: ScienceWorldConfig) -> Simulator:
+    """The env an expert player replays gold action sequences in."""
+    return make_env(cfg)
+
+
+def play_expert(
+    env: Simulator, cfg: ScienceWorldConfig, task: str, variation: int, split: str
+) -> tuple[Trajectory, dict[str, int], int]:
+    """Replay one episode's gold sequence: (trajectory, how gold actions matched the valid list, 1 attempt)."""
+    traj, stats = replay_gold(env, task, variation, split)
+    return traj, stats.model_dump(), 1

@@ -25,14 +25,18 @@ and spaCy model); :class:`EpisodeEnv` says so when it is missing.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from nemo_act.benchmarks.base import Observation
+from nemo_act.config.schema import BenchmarkConfigBase
 from nemo_act.data.io import RecordError
 from nemo_act.data.records import Step, Trajectory
 
@@ -42,6 +46,17 @@ SEARCH_RETURN_N = 50  # WebShop's engine.SEARCH_RETURN_N
 SOURCE = "webshop-human"
 _PAGES = ("index", "search_results", "item_page", "item_sub_page", "done")
 _SUB_PAGES = ("Description", "Features", "Reviews", "Attributes")
+
+ADAPTER_VERSION = 1  # webshop: bump when what its experts record changes
+
+
+class WebShopConfig(BenchmarkConfigBase):
+    """WebShop: human-demonstration reader, and the text env of a full WebShop install."""
+
+    name: Literal["webshop"]
+    data_dir: str | None = Field(description="WebShop folder (None: $WEBSHOP_DATA).")
+    demonstrations: str = Field(description="Human-session logs (all_trajs/*.jsonl), relative to data_dir.")
+    catalog: str = Field(description="Product file in items_shuffle format, relative to data_dir.")
 
 
 class Product(BaseModel):
@@ -292,7 +307,7 @@ def available_actions(info: dict) -> list[str]:
     return actions + [f"click[{c}]" for c in info["clickables"] if c != "search"]
 
 
-def episodes(split: str, goals: Sequence[int] | None = None) -> list[tuple[str, int]]:
+def goal_episodes(split: str, goals: Sequence[int] | None = None) -> list[tuple[str, int]]:
     """Evaluation episodes: human goals 0-499 (the protocol's 500) as ``("goal", index)``."""
     if split != "test":
         raise ValueError(f"unknown WebShop split '{split}'; evaluation uses 'test' (goals 0-499)")
@@ -314,25 +329,53 @@ class EpisodeEnv:
         self.env = WebAgentTextEnv(observation_mode="text", human_goals=True)
         self.task_description = ""
 
-    def reset(self, task: str, variation: int) -> dict:
+    def reset(self, task: str, variation: int) -> Observation:
         """Start the episode of human goal ``variation``."""
         obs, _ = self.env.reset(session=variation)
         self.task_description = self.env.get_instruction_text()
         return self._view(obs, 0.0, False)
 
-    def step(self, action: str) -> dict:
+    def step(self, action: str) -> Observation:
         """Take one action; WebShop's reward (0-1, at ``click[buy now]``) becomes a 0-100 score."""
         obs, reward, done, _ = self.env.step(action)
         return self._view(obs, 100 * float(reward or 0.0), bool(done))
 
-    def _view(self, obs: str, score: float, done: bool) -> dict:
-        return {
-            "observation": obs,
-            "task_description": self.task_description,
-            "admissible": available_actions(self.env.get_available_actions()),
-            "score": score,
-            "done": done,
-        }
+    def _view(self, obs: str, score: float, done: bool) -> Observation:
+        return Observation(
+            observation=obs,
+            task_description=self.task_description,
+            admissible=available_actions(self.env.get_available_actions()),
+            score=score,
+            done=done,
+        )
 
     def close(self) -> None:
         """Nothing to stop (the env is in-process)."""
+
+
+# ---- the benchmark protocol (nemo_act/benchmarks/base.py) ------------------------------------------------------
+CONFIG = WebShopConfig
+LIVE_EXPERT_ACTION = False
+
+
+def episodes(
+    cfg: WebShopConfig, split: str, tasks: Sequence[str] | None, max_variations: int | None
+) -> list[tuple[str, int]]:
+    """Human goals 0-499 (``tasks``: goal indices)."""
+    return goal_episodes(split, [int(t) for t in tasks] if tasks else None)
+
+
+def env_factory(cfg: WebShopConfig, expert: bool) -> Callable[[], EpisodeEnv]:
+    """Builds one WebShop text env (a full WebShop install)."""
+    return functools.partial(EpisodeEnv, cfg)
+
+
+def read_experts(cfg: WebShopConfig, split: str) -> tuple[list[Trajectory], dict[str, Any]]:
+    """The human demonstrations as trajectories, and what they were read from (for the manifest)."""
+    if split != "human":
+        raise ValueError(f"WebShop experts come from the human demonstrations: use --split human (got '{split}')")
+    root = cfg.data_dir or os.environ.get("WEBSHOP_DATA")
+    if not root:
+        raise FileNotFoundError("WebShop data not set: pass --data-dir (or set benchmark.data_dir / WEBSHOP_DATA)")
+    logs, catalog = Path(root) / cfg.demonstrations, Path(root) / cfg.catalog
+    return read_demonstrations(logs, catalog), {"demonstrations": str(logs), "catalog": str(catalog)}

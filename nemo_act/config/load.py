@@ -129,14 +129,10 @@ def _split_overrides(overrides: Sequence[str], root: Path) -> tuple[dict[str, st
     return choices, dotted
 
 
-_BENCHMARK_TAGS = ("scienceworld", "alfworld", "webshop")
-
-
 def _format_validation(err: ValidationError, source: str) -> str:
     lines = [f"{source}: invalid config ({err.error_count()} error(s)):"]
     for e in err.errors():
-        # a discriminated union puts its tag ('scienceworld') in loc: drop it
-        loc = [str(p) for p in e["loc"] if str(p) not in _BENCHMARK_TAGS]
+        loc = [str(p) for p in e["loc"]]
         key = ".".join(loc)
         msg = e["msg"]
         if e["type"] == "extra_forbidden":

@@ -7,9 +7,9 @@ one. A key that is missing, unknown or of the wrong type is an error (see ``nemo
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
 
 
 class _Strict(BaseModel):
@@ -118,7 +118,12 @@ class PromptConfig(_Strict):
     preamble: bool = Field(description="Put the benchmark's one-line preamble before the prompt.")
 
 
-class _BenchmarkBase(_Strict):
+class BenchmarkConfigBase(_Strict):
+    """What every benchmark config has; each benchmark's adapter module subclasses it (its ``CONFIG``)."""
+
+    name: str = Field(min_length=1, description="The benchmark's name (records and run folders carry it).")
+    adapter: str = Field(description="Module implementing the benchmark protocol (nemo_act/benchmarks/base.py).")
+    title: str = Field(description="Name shown in tables and plots, e.g. 'ScienceWorld'.")
     max_steps: int = Field(gt=0, description="Evaluation episode cap (protocol: 50).")
     admissible_reward: bool = Field(description="Use R_adm (off for WebShop).")
     max_admissible_shown: int = Field(gt=1, description="Admissible actions listed in a prompt at most.")
@@ -127,39 +132,6 @@ class _BenchmarkBase(_Strict):
     )
     executables: list[str] = Field(description="Programs the live env runs (e.g. java), checked on PATH.")
     live_experts: bool = Field(description="Experts are played in the live env (else read from files).")
-
-
-class ScienceWorldConfig(_BenchmarkBase):
-    """ScienceWorld (pip package `scienceworld`, runs on Java)."""
-
-    name: Literal["scienceworld"]
-    simplification: str = Field(description="ScienceWorld simplification string, e.g. 'easy' or ''.")
-    env_step_limit: int = Field(gt=0, description="Env-side step limit; large so long gold paths finish.")
-    max_variations: int | None = Field(description="Variations per task kept (test protocol: 5).")
-    fresh_env_per_episode: bool = Field(
-        description="Start every episode in a fresh JVM: outcomes then do not depend on earlier episodes."
-    )
-
-
-class ALFWorldConfig(_BenchmarkBase):
-    """ALFWorld (pip package `alfworld`, TextWorld engine)."""
-
-    name: Literal["alfworld"]
-    data_dir: str | None = Field(description="Folder holding json_2.1.1/ (None: $ALFWORLD_DATA).")
-    cache_dir: str = Field(description="Where game files rebuilt for the installed ALFWorld are cached.")
-    expert_retries: int = Field(ge=0, description="Extra tries of the (randomised) handcoded expert on a lost game.")
-
-
-class WebShopConfig(_BenchmarkBase):
-    """WebShop: human-demonstration reader, and the text env of a full WebShop install."""
-
-    name: Literal["webshop"]
-    data_dir: str | None = Field(description="WebShop folder (None: $WEBSHOP_DATA).")
-    demonstrations: str = Field(description="Human-session logs (all_trajs/*.jsonl), relative to data_dir.")
-    catalog: str = Field(description="Product file in items_shuffle format, relative to data_dir.")
-
-
-BenchmarkConfig = Annotated[ScienceWorldConfig | ALFWorldConfig | WebShopConfig, Field(discriminator="name")]
 
 
 class PairsConfig(_Strict):
@@ -361,7 +333,7 @@ class ExperimentConfig(_Strict):
     seed: int
     run_dir: str
     model: ModelConfig
-    benchmark: BenchmarkConfig
+    benchmark: SerializeAsAny[BenchmarkConfigBase]
     prompt: PromptConfig
     rewards: RewardsConfig
     generation: GenerationConfig
@@ -372,3 +344,10 @@ class ExperimentConfig(_Strict):
     train: TrainConfig
     pipeline: PipelineConfig
     demo: DemoConfig
+
+    @field_validator("benchmark", mode="before")
+    @classmethod
+    def _benchmark_of_its_adapter(cls, value: Any) -> Any:
+        from nemo_act.benchmarks.base import benchmark_config  # the registry (its adapters import this module)
+
+        return benchmark_config(value)

@@ -39,7 +39,7 @@ class Trajectory(_Record):
 
     schema_version: Literal[1] = SCHEMA_VERSION
     trajectory_id: str = Field(min_length=1, description="Unique within a file, e.g. 'scienceworld/boil/21'.")
-    benchmark: Literal["scienceworld", "alfworld", "webshop"]
+    benchmark: str = Field(min_length=1, description="The benchmark's name (its conf/benchmark/<name>.yaml).")
     task_id: str = Field(min_length=1)
     variation: int | None = None
     split: str
@@ -73,7 +73,7 @@ class Pair(_Record):
     schema_version: Literal[1] = SCHEMA_VERSION
     pair_id: str = Field(description="'{state_id}#{j}', unique within a file.")
     state_id: str = Field(description="'{trajectory_id}/{step_index}': the expert state this pair belongs to.")
-    benchmark: Literal["scienceworld", "alfworld", "webshop"]
+    benchmark: str = Field(min_length=1, description="The benchmark's name (its conf/benchmark/<name>.yaml).")
     state: State
     expert_action: str = Field(min_length=1)
     alternative_action: str = Field(min_length=1)

@@ -21,7 +21,6 @@ Policies are seeded from the run seed and the request keys (episode, step), so a
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,7 +30,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from tqdm import tqdm
 
-from nemo_act.config.schema import ALFWorldConfig, ExperimentConfig, SamplingConfig, ScienceWorldConfig
+from nemo_act.benchmarks.base import Observation, adapter_of, as_observation
+from nemo_act.config.schema import ExperimentConfig, SamplingConfig
 from nemo_act.data.io import ResumableJsonl, read_jsonl, write_text_atomic
 from nemo_act.data.records import Trajectory
 from nemo_act.evaluation.pool import EnvPool
@@ -61,25 +61,17 @@ class EpisodeRecord(BaseModel):
 @dataclass
 class _Live:
     episode: tuple[str, int]
-    view: dict[str, Any]
+    view: Observation
     past: list[tuple[str, str]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
     max_score: float = 0.0
 
 
 def _env_factory(cfg: ExperimentConfig, expert: bool):
-    bench = cfg.benchmark
-    if isinstance(bench, ScienceWorldConfig):
-        from nemo_act.benchmarks.scienceworld import EpisodeEnv
-
-        return functools.partial(EpisodeEnv, bench)
-    if isinstance(bench, ALFWorldConfig):
-        from nemo_act.benchmarks.alfworld import EpisodeEnv as ALFWorldEnv
-
-        return functools.partial(ALFWorldEnv, bench, expert=expert)
-    from nemo_act.benchmarks.webshop import EpisodeEnv as WebShopEnv
-
-    return functools.partial(WebShopEnv, bench)
+    factory = adapter_of(cfg.benchmark).env_factory(cfg.benchmark, expert)
+    if factory is None:
+        raise ValueError(f"benchmark '{cfg.benchmark.name}' has no live env to evaluate in (it is file-based)")
+    return factory
 
 
 def episode_id(benchmark: str, task: str, variation: int) -> str:
@@ -173,7 +165,7 @@ def _play(
             slot, ep = free.pop(), queue.pop(0)
             starting[slot] = ep
         for slot, view in pool.run({s: ("reset", ep) for s, ep in starting.items()}).items():
-            live[slot] = _Live(episode=starting[slot], view=view)
+            live[slot] = _Live(episode=starting[slot], view=as_observation(view))
         requeue_lost()
         starting = {}
         if not live:
@@ -200,12 +192,13 @@ def _play(
             if s not in live:
                 continue
             ep = live[s]
-            prev = ep.view["score"]
-            ep.past.append((ep.view["observation"], ep.steps[-1]["action"]))
-            ep.steps[-1].update(reward=view["score"] - prev, score=view["score"], observation=view["observation"])
+            view = as_observation(view)
+            prev = ep.view.score
+            ep.past.append((ep.view.observation, ep.steps[-1]["action"]))
+            ep.steps[-1].update(reward=view.score - prev, score=view.score, observation=view.observation)
             ep.view = view
-            ep.max_score = max(ep.max_score, view["score"])
-            if view["done"] or len(ep.steps) >= cfg.benchmark.max_steps:
+            ep.max_score = max(ep.max_score, view.score)
+            if view.done or len(ep.steps) >= cfg.benchmark.max_steps:
                 log.append([_record(ep, seed, cfg.benchmark.name)])
                 del live[s]
                 free.append(s)
@@ -217,28 +210,28 @@ def _request(ep: _Live, cfg: ExperimentConfig, gold: dict[str, Trajectory] | Non
     view = ep.view
     eid = episode_id(cfg.benchmark.name, *ep.episode)
     state = build_state(
-        view["task_description"],
+        view.task_description,
         ep.past,
-        view["observation"],
-        view["admissible"],
+        view.observation,
+        view.admissible,
         cfg.prompt.history_k,
         cfg.benchmark.max_admissible_shown,
         key=f"{eid}/{len(ep.past)}",
     )
-    gold_action = view.get("expert_action")  # ALFWorld's handcoded expert, live
+    gold_action = view.expert_action  # the env's own expert (ALFWorld's handcoded one), live
     if gold is not None and eid in gold and len(ep.past) < len(gold[eid].steps):
         gold_action = expert_action(gold[eid], len(ep.past))
     return GenerationRequest(
         key=f"{eid}/{len(ep.past)}",
         messages=as_messages(generation_prompt(state, cfg.benchmark.name, cfg.prompt)),
-        admissible_actions=view["admissible"],
+        admissible_actions=view.admissible,
         gold_action=gold_action,
     )
 
 
 def _record(ep: _Live, seed: int, benchmark: str) -> EpisodeRecord:
     task, variation = ep.episode
-    final = ep.view["score"]
+    final = ep.view.score
     return EpisodeRecord(
         episode_id=episode_id(benchmark, task, variation),
         task_id=task,
@@ -301,30 +294,8 @@ def aggregate(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def list_episodes(
     cfg: ExperimentConfig, split: str, tasks: Sequence[str] | None = None, max_variations: int | None = None
 ) -> list[tuple[str, int]]:
-    """The (task, variation) episodes of a benchmark split, in protocol order.
-
-    ScienceWorld: official variations, at most ``max_variations`` (default ``benchmark.max_variations``)
-    per task. ALFWorld: one episode per game after ALFWorld's filtering (``tasks`` keeps game ids that
-    contain one of them). WebShop: human goals 0-499 (``tasks`` are goal indices).
-    """
-    bench = cfg.benchmark
-    if isinstance(bench, ScienceWorldConfig):
-        from nemo_act.benchmarks import scienceworld
-
-        env = scienceworld.make_env(bench)
-        try:
-            mv = bench.max_variations if max_variations is None else max_variations
-            return scienceworld.list_episodes(env, split, mv, tasks, bench.simplification)
-        finally:
-            env.close()
-    if isinstance(bench, ALFWorldConfig):
-        from nemo_act.benchmarks import alfworld
-
-        games = alfworld.episodes(bench, split)
-        return [g for g in games if not tasks or any(t in g[0] for t in tasks)]
-    from nemo_act.benchmarks import webshop
-
-    return webshop.episodes(split, [int(t) for t in tasks] if tasks else None)
+    """The (task, variation) episodes of a benchmark split, in protocol order (the adapter's ``episodes``)."""
+    return adapter_of(cfg.benchmark).episodes(cfg.benchmark, split, tasks, max_variations)
 
 
 def load_gold(path: str | Path) -> dict[str, Trajectory]:
@@ -381,6 +352,11 @@ def evaluate_policy(
         )
         for s in (cfg.eval.seeds if seeds is None else seeds)
     ]
-    result = aggregate(summaries) | {"policy": generator.name, "benchmark": bench.name, "split": split}
+    result = aggregate(summaries) | {
+        "policy": generator.name,
+        "benchmark": bench.name,
+        "benchmark_title": bench.title,
+        "split": split,
+    }
     write_text_atomic(out_dir / "summary.json", json.dumps(result, indent=2) + "\n")
     return result
