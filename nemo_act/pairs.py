@@ -14,7 +14,6 @@ are written atomically with a manifest at the end.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from collections.abc import Sequence
@@ -32,7 +31,8 @@ from nemo_act.data.records import Pair, Trajectory
 from nemo_act.generation.base import GenerationRequest, Generator
 from nemo_act.prompts.render import as_messages, generation_prompt
 from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
-from nemo_act.rewards import normalize_action, parse_action
+from nemo_act.rewards import in_actions, normalize_action, parse_action
+from nemo_act.seeding import key_rng
 
 
 class StateOutcome(BaseModel):
@@ -93,13 +93,7 @@ def check_coverage(counts: dict[str, int], min_share: float, out: Path) -> None:
 
 
 def _order_rng(seed: int, pair_id: str) -> random.Random:
-    digest = hashlib.sha256(f"order\x00{seed}\x00{pair_id}".encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
-
-
-def _in_list(action: str, actions: Sequence[str]) -> bool:
-    norm = normalize_action(action)
-    return any(normalize_action(a) == norm for a in actions)
+    return key_rng("order", seed, pair_id)
 
 
 def build_outcome(
@@ -137,7 +131,7 @@ def build_outcome(
     pairs = []
     expert_admissible = step.action_admissible
     for j, alt in enumerate(alternatives):
-        alt_admissible = _in_list(alt, step.admissible_actions)
+        alt_admissible = in_actions(alt, step.admissible_actions)
         state = trajectory_state(
             traj,
             index,

@@ -26,8 +26,8 @@ from enum import StrEnum
 
 from nemo_act.config.schema import RewardValues, SelectionRewardConfig
 
-_OPEN = "<action>"
-_CLOSE = "</action>"
+ACTION_OPEN = "<action>"  # the answer tag: the one place it is spelled (generation stops, targets, parsing)
+ACTION_CLOSE = "</action>"
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _TAG = re.compile(r"</?action\s*>", re.IGNORECASE)
 _TRAILING_PUNCT = ".,;:!?"
@@ -143,7 +143,8 @@ def same_action(a: str, b: str) -> bool:
     return normalize_action(a) == normalize_action(b)
 
 
-def _in(action: str, actions: Iterable[str]) -> bool:
+def in_actions(action: str, actions: Iterable[str]) -> bool:
+    """Whether ``action`` is one of ``actions`` after :func:`normalize_action` (admissibility checks)."""
     norm = normalize_action(action)
     return any(normalize_action(a) == norm for a in actions)
 
@@ -215,7 +216,7 @@ def selection_reward(
     if chosen is not None:
         admissible = candidates_admissible[chosen]
     else:
-        admissible = not values.admissible_requires_candidate and _in(parsed.action, admissible_actions)
+        admissible = not values.admissible_requires_candidate and in_actions(parsed.action, admissible_actions)
     adm = values.admissible if (use_admissible and admissible) else 0.0
     return RewardParts(0.0, adm, 0.0, parsed.action, parsed.status, named_neither=chosen is None, chosen_index=chosen)
 
@@ -244,5 +245,5 @@ def action_reward(
         return RewardParts(0.0, 0.0, values.malformed, parsed.action, parsed.status)
     if same_action(parsed.action, expert_action):
         return RewardParts(values.correct, 0.0, 0.0, parsed.action, parsed.status)
-    adm = values.admissible if (use_admissible and _in(parsed.action, admissible_actions)) else 0.0
+    adm = values.admissible if (use_admissible and in_actions(parsed.action, admissible_actions)) else 0.0
     return RewardParts(0.0, adm, 0.0, parsed.action, parsed.status)

@@ -12,7 +12,6 @@ data processors both take (``prompt`` is a list of chat messages):
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from nemo_act.data.records import Pair, Trajectory
 from nemo_act.generation.simple import wrap_action
 from nemo_act.prompts.render import as_messages, generation_prompt, selection_prompt
 from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
+from nemo_act.seeding import key_digest
 
 Row = dict[str, Any]
 
@@ -67,7 +67,7 @@ def selection_format_rows(pairs: Iterable[Pair], cfg: ExperimentConfig, seed: in
     """
     rows = []
     for p in pairs:
-        coin = int(hashlib.sha256(f"format\x00{seed}\x00{p.pair_id}".encode()).digest()[0] & 1)
+        coin = key_digest("format", seed, p.pair_id)[0] & 1
         rows.append(
             {
                 "prompt": as_messages(selection_prompt(p.state, p.candidates, p.benchmark, cfg.prompt)),

@@ -7,13 +7,13 @@ Each batch is seeded from (seed, first key) so a resumed run samples what a stra
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 from nemo_act.config.schema import GenerationConfig, ModelConfig, SamplingConfig
 from nemo_act.generation.base import GenerationRequest
 from nemo_act.prompts.render import apply_chat_template
+from nemo_act.seeding import key_int
 
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
@@ -94,8 +94,7 @@ class HFGenerator:
             lengths = enc["attention_mask"].sum(dim=1).tolist()
             for req, length in zip(batch, lengths, strict=True):
                 check_prompt_length(req.key, length, self.model_cfg, sampling.max_new_tokens)
-            digest = hashlib.sha256(f"{seed}\x00{batch[0].key}".encode()).digest()
-            torch.manual_seed(int.from_bytes(digest[:8], "big") % (2**63))
+            torch.manual_seed(key_int(seed, batch[0].key) % (2**63))
             do_sample = sampling.temperature > 0
             kwargs: dict[str, Any] = {"do_sample": do_sample, "max_new_tokens": sampling.max_new_tokens}
             if do_sample:

@@ -6,23 +6,22 @@ all policies the same way.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Sequence
 
 from nemo_act.config.schema import SamplingConfig
 from nemo_act.generation.base import GenerationRequest
-from nemo_act.rewards import normalize_action
+from nemo_act.rewards import ACTION_CLOSE, ACTION_OPEN, normalize_action
+from nemo_act.seeding import key_rng
 
 
 def wrap_action(action: str) -> str:
     """Format an action the way a policy answers."""
-    return f"<action>{action}</action>"
+    return f"{ACTION_OPEN}{action}{ACTION_CLOSE}"
 
 
 def _rng(seed: int, key: str) -> random.Random:
-    digest = hashlib.sha256(f"{seed}\x00{key}".encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
+    return key_rng(seed, key)
 
 
 class RandomGenerator:

@@ -25,7 +25,6 @@ this module and tests the parts that need no engine (:func:`request_seed`, :func
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,13 +32,15 @@ from nemo_act.config.schema import GenerationConfig, ModelConfig, SamplingConfig
 from nemo_act.generation.base import GenerationRequest
 from nemo_act.generation.hf import check_prompt_length
 from nemo_act.prompts.render import apply_chat_template
+from nemo_act.rewards import ACTION_CLOSE
+from nemo_act.seeding import key_int
 
-STOP = ["</action>"]
+STOP = [ACTION_CLOSE]
 
 
 def request_seed(seed: int, key: str) -> int:
     """A request's own sampling seed: stable across batches, resumes and processes."""
-    return int.from_bytes(hashlib.sha256(f"{seed}\x00{key}".encode()).digest()[:4], "big")
+    return key_int(seed, key, bytes_=4)
 
 
 def sampling_params(sampling: SamplingConfig, n: int, seed: int, key: str) -> dict[str, Any]:

@@ -19,9 +19,10 @@ from typing import Any
 import torch
 
 from nemo_act.prompts.render import apply_chat_template
+from nemo_act.rewards import ACTION_CLOSE
 from nemo_act.stage_kinds import stage_kind
 
-STOP_STRINGS = ["</action>"]
+STOP_STRINGS = [ACTION_CLOSE]
 # Row keys that are prompt/targets or routing, not reward inputs.
 _TEXT_KEYS = frozenset({"prompt", "completion", "chosen", "rejected", "task_name", "enable_thinking"})
 # Our processor's name in NeMo-RL's PROCESSOR_REGISTRY (``data.train.processor`` of a stage's config).
