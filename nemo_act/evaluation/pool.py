@@ -77,7 +77,7 @@ def with_deadline(target: Any, seconds: float | None) -> Any:
 def _worker(conn, factory: Callable[[], Any], n_envs: int, call_timeout: float | None) -> None:
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     _arm(call_timeout)  # building an env (a JVM start) has the same deadline
-    envs = [factory() for _ in range(n_envs)]
+    envs = [with_deadline(factory(), call_timeout) for _ in range(n_envs)]  # and every call on it
     _disarm(call_timeout)
     try:
         while True:
@@ -86,13 +86,10 @@ def _worker(conn, factory: Callable[[], Any], n_envs: int, call_timeout: float |
                 break
             results = []
             for local, method, args in msg:
-                _arm(call_timeout)
                 try:
                     results.append(("ok", getattr(envs[local], method)(*args)))
                 except Exception as err:  # reported to the parent, which names the episode
                     results.append(("error", f"{type(err).__name__}: {err}"))
-                finally:
-                    _disarm(call_timeout)
             conn.send(results)
     finally:
         for env in envs:
