@@ -14,6 +14,7 @@ from pathlib import Path
 
 from nemo_act.config import ConfigError, ExperimentConfig, group_options, load_config, to_yaml
 from nemo_act.data.io import RecordError
+from nemo_act.quiet import quiet_libraries
 from nemo_act.stage_kinds import STAGE_KINDS
 
 
@@ -61,7 +62,12 @@ def cmd_experts(args: argparse.Namespace) -> int:
         summary = import_rollouts(cfg, args.from_rollouts, args.out)
     else:
         summary = collect_experts(
-            cfg, args.split, args.out, tasks=tasks, max_variations=args.max_variations, workers=args.workers
+            cfg,
+            args.split,
+            args.out,
+            tasks=tasks,
+            max_variations=args.max_variations,
+            workers=args.workers or cfg.pipeline.eval.workers,
         )
     c = summary.counts
     print(
@@ -167,13 +173,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     res = evaluate_policy(
         generator,
         cfg,
-        args.split,
+        args.split or cfg.pipeline.eval.split,
         out,
         tasks=tasks,
         max_variations=args.max_variations,
         seeds=seeds,
-        workers=args.workers,
-        envs_per_worker=args.envs_per_worker,
+        workers=args.workers or cfg.pipeline.eval.workers,
+        envs_per_worker=args.envs_per_worker or cfg.pipeline.eval.envs_per_worker,
         gold=load_gold(args.experts) if args.experts else None,
     )
     print(
@@ -329,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tasks", default=None, help="comma-separated task names (ALFWorld: substrings of game ids; default: all)"
     )
     p.add_argument("--max-variations", type=int, default=None, help="variations per task (default: config)")
-    p.add_argument("--workers", type=int, default=1, help="env worker processes")
+    p.add_argument("--workers", type=int, default=None, help="env worker processes (default: pipeline.eval.workers)")
     p.add_argument("--out", required=True, help="trajectories JSONL")
     _add_common(p)
     p.set_defaults(func=cmd_experts)
@@ -360,13 +366,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="evaluate a policy in the benchmark env (protocol metrics, N seeds)")
     p.add_argument("--policy", required=True, help="HF checkpoint, 'gold' or 'random'")
     p.add_argument("--benchmark", default=None, choices=group_options("benchmark"), help="default: the config's")
-    p.add_argument("--split", default="test", help="ScienceWorld/WebShop: test; ALFWorld: valid_seen, valid_unseen")
+    p.add_argument(
+        "--split", default=None, help="default: pipeline.eval.split (ScienceWorld, WebShop: test; ALFWorld: valid_seen)"
+    )
     p.add_argument("--data-dir", default=None, help="ALFWorld / WebShop data folder (sets benchmark.data_dir)")
     p.add_argument("--tasks", default=None, help="comma-separated task names (default: all)")
     p.add_argument("--max-variations", type=int, default=None, help="variations per task (default: config)")
     p.add_argument("--seeds", default=None, help="comma-separated seeds (default: eval.seeds)")
-    p.add_argument("--workers", type=int, default=2, help="env worker processes")
-    p.add_argument("--envs-per-worker", type=int, default=4, help="envs per worker")
+    p.add_argument("--workers", type=int, default=None, help="env worker processes (default: pipeline.eval.workers)")
+    p.add_argument("--envs-per-worker", type=int, default=None, help="default: pipeline.eval.envs_per_worker")
     p.add_argument("--experts", default=None, help="expert trajectories of the split (gold policy; ALFWorld's is live)")
     p.add_argument("--pairs", default=None, help="held-out pairs: also report ACT selection accuracy")
     p.add_argument("--no-env", action="store_true", help="with --pairs: selection accuracy only")
@@ -435,6 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:
         args.overrides = [*getattr(args, "overrides", []), *extra]
+    quiet_libraries()
     try:
         return args.func(args)
     except (ConfigError, RecordError, UsageError, ValueError, FileNotFoundError, NotImplementedError) as err:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from tqdm import tqdm
 from nemo_act.benchmarks.base import adapter_of
 from nemo_act.config.schema import BenchmarkConfigBase, ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, write_jsonl, write_text_atomic
-from nemo_act.data.manifest import reusable, write_manifest
+from nemo_act.data.manifest import Summary, reusable, write_manifest
 from nemo_act.data.records import Trajectory
 from nemo_act.evaluation.pool import EnvPool, with_deadline
 from nemo_act.evaluation.rollout import list_episodes
@@ -41,14 +40,6 @@ class EpisodeOutcome(BaseModel):
     stats: dict[str, Any] | None = None  # the adapter's counts, e.g. how ScienceWorld gold actions matched the list
     attempts: int = 1  # ALFWorld: tries of the randomised handcoded expert
     lost: str | None = None  # why the episode could not be played (its env kept hanging or dying)
-
-
-@dataclass(frozen=True)
-class ExpertsSummary:
-    """What a collection produced."""
-
-    counts: dict[str, Any]
-    out: Path
 
 
 class ExpertPlayer:
@@ -84,7 +75,7 @@ def collect_experts(
     max_variations: int | None = None,
     workers: int = 1,
     progress: bool = True,
-) -> ExpertsSummary:
+) -> Summary:
     """Replay expert episodes of a split and write the won ones as trajectories.
 
     Args:
@@ -114,7 +105,7 @@ def collect_experts(
     }
     finished = reusable(out, "experts", params)
     if finished is not None:
-        return ExpertsSummary(counts=finished["counts"], out=out)
+        return Summary(counts=finished["counts"], out=out)
     # the same episode list evaluation plays; fails on bad input before anything is written
     episodes = list_episodes(cfg, split, tasks, max_variations)
     params_file = out.with_name(out.name + ".params.json.partial")
@@ -150,7 +141,7 @@ def collect_experts(
     write_manifest(out, "experts", params=params, counts=counts)
     log.discard()  # every episode is now in `out` or counted in the manifest
     params_file.unlink(missing_ok=True)
-    return ExpertsSummary(counts=counts, out=out)
+    return Summary(counts=counts, out=out)
 
 
 def merge_counts(stats: Sequence[dict[str, Any]], examples: int = 20) -> dict[str, Any]:
@@ -191,13 +182,13 @@ def _counts(outcomes: Sequence[EpisodeOutcome], won: Sequence[Trajectory]) -> di
     return counts
 
 
-def _experts_from_files(cfg: BenchmarkConfigBase, split: str, out: Path) -> ExpertsSummary:
+def _experts_from_files(cfg: BenchmarkConfigBase, split: str, out: Path) -> Summary:
     """Experts the adapter reads from files (e.g. WebShop's human sessions): all of them, with their score."""
     trajs, source = adapter_of(cfg).read_experts(cfg, split)
     params = {"benchmark": cfg.model_dump(), "split": split, **source}
     finished = reusable(out, "experts", params)
     if finished is not None:
-        return ExpertsSummary(counts=finished["counts"], out=out)
+        return Summary(counts=finished["counts"], out=out)
     write_jsonl(out, trajs)
     counts = {
         "episodes": len(trajs),
@@ -207,10 +198,10 @@ def _experts_from_files(cfg: BenchmarkConfigBase, split: str, out: Path) -> Expe
         "mean_score": sum(t.score for t in trajs) / len(trajs) if trajs else 0.0,
     }
     write_manifest(out, "experts", params=params, counts=counts)
-    return ExpertsSummary(counts=counts, out=out)
+    return Summary(counts=counts, out=out)
 
 
-def import_rollouts(cfg: ExperimentConfig, rollouts: str | Path, out: str | Path) -> ExpertsSummary:
+def import_rollouts(cfg: ExperimentConfig, rollouts: str | Path, out: str | Path) -> Summary:
     """Take expert trajectories from another policy's rollouts (e.g. a GiGPO model's, run on a cluster).
 
     The file holds trajectories in our schema (validated on read: a bad line fails with file, line and
@@ -253,4 +244,4 @@ def import_rollouts(cfg: ExperimentConfig, rollouts: str | Path, out: str | Path
         counts=counts,
         inputs={"rollouts": rollouts},
     )
-    return ExpertsSummary(counts=counts, out=out)
+    return Summary(counts=counts, out=out)

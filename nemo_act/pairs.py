@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from tqdm import tqdm
 
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, read_all, write_jsonl, write_text_atomic
-from nemo_act.data.manifest import file_sha256, reusable, write_manifest
+from nemo_act.data.manifest import Summary, file_sha256, reusable, write_manifest
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.generation.base import GenerationRequest, Generator
 from nemo_act.prompts.render import as_messages, generation_prompt
@@ -46,14 +45,6 @@ class StateOutcome(BaseModel):
     duplicate: int
     repeat: int
     pairs: list[Pair]
-
-
-@dataclass(frozen=True)
-class PairsSummary:
-    """Counts a user checks after collection (also in the manifest)."""
-
-    counts: dict[str, int]
-    out: Path
 
 
 class DegenerateDataError(ValueError):
@@ -224,7 +215,7 @@ def collect_pairs(
     k: int | None = None,
     seed: int | None = None,
     progress: bool = True,
-) -> PairsSummary:
+) -> Summary:
     """Sample alternatives for every expert state and write ACT pairs.
 
     Args:
@@ -253,7 +244,7 @@ def collect_pairs(
     finished = reusable(out, "pairs", params)
     if finished is not None:
         check_coverage(finished["counts"], cfg.pairs.min_state_share, out)
-        return PairsSummary(counts=finished["counts"], out=out)
+        return Summary(counts=finished["counts"], out=out)
     params_file = out.with_name(out.name + ".params.json.partial")
     _check_resume(params_file, params)
     with ResumableJsonl(states_file, StateOutcome, key="state_id") as log:
@@ -280,4 +271,4 @@ def collect_pairs(
     write_manifest(out, "pairs", params=params, counts=counts, inputs={"experts": experts})
     params_file.unlink(missing_ok=True)
     check_coverage(counts, cfg.pairs.min_state_share, out)
-    return PairsSummary(counts=counts, out=out)
+    return Summary(counts=counts, out=out)

@@ -33,11 +33,13 @@ from typing import Any
 
 from rich.console import Console
 
+from nemo_act.benchmarks.base import adapter_of
 from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import read_jsonl, write_text_atomic
 from nemo_act.data.manifest import file_sha256
 from nemo_act.data.records import Pair
+from nemo_act.quiet import quiet_libraries
 from nemo_act.stage_kinds import needs_pairs, stage_config, stage_experiment, stage_kind
 
 
@@ -241,6 +243,11 @@ class PipelineRunner:
         )
         free, rows = free_selection(gen, pairs, self.cfg, sampling, self.cfg.seed)
         result = {"checkpoint": checkpoint, "free": free, "forced": forced_choice(gen, pairs, self.cfg)}
+        acc = free["accuracy"]
+        self.console.print(
+            f"held-out selection, {name}: {100 * acc['value']:.1f}% ± {100 * acc['stderr']:.1f} free, "
+            f"{100 * result['forced']['accuracy']['value']:.1f}% forced choice (n={acc['n']})"
+        )
         write_text_atomic(out, json.dumps(result, indent=2) + "\n")
         write_text_atomic(out.with_suffix(".responses.jsonl"), "".join(json.dumps(r) + "\n" for r in rows))
         return result
@@ -315,8 +322,19 @@ class PipelineRunner:
                 self.log["selection"][Path(ckpt).name] = self.selection(Path(ckpt).name, ckpt, heldout_pairs)
         return self._evaluate(checkpoints)
 
+    def _env_eval_targets(self, checkpoints: list[str]) -> list[str]:
+        """The checkpoints ``pipeline.eval.stages`` evaluates in the env (none when the benchmark has no simulator)."""
+        if adapter_of(self.cfg.benchmark).env_factory(self.cfg.benchmark, False) is None:
+            return []
+        return {"final": checkpoints[-1:], "all": checkpoints, "none": []}[self.cfg.pipeline.eval.stages]
+
     def _evaluate(self, checkpoints: list[str]) -> dict[str, Any]:
-        which = {"final": checkpoints[-1:], "all": checkpoints, "none": []}[self.cfg.pipeline.eval.stages]
+        which = self._env_eval_targets(checkpoints)
+        if not which and self.cfg.pipeline.eval.stages != "none":
+            self.console.print(
+                f"[yellow]no env evaluation[/]: benchmark '{self.cfg.benchmark.name}' has no simulator "
+                "(held-out selection accuracy is its measure)"
+            )
         self.log["eval"] = {Path(c).name: self.evaluate(Path(c).name, c) for c in which}
         self.log["final_checkpoint"] = checkpoints[-1]
         self.log["finished"] = time.time()
@@ -367,9 +385,8 @@ class PipelineRunner:
             if stage_kind(kind).selection_eval:
                 sel = d / "selection" / f"{out.name}.json"
                 add("selection", py("selection"), f"{out.name}, heldout_pairs.jsonl", sel)
-        which = {"final": checkpoints[-1:], "all": checkpoints, "none": []}[cfg.pipeline.eval.stages]
         ev = cfg.pipeline.eval
-        for c in which:
+        for c in self._env_eval_targets(checkpoints):
             name = Path(c).name
             add("evaluate", py("evaluate"), f"{name}, {cfg.benchmark.name} {ev.split}", d / "eval" / name)
         return rows
@@ -438,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("step", choices=STEPS)
     p.add_argument("args", nargs="*")
     a = p.parse_args(argv)
+    quiet_libraries()
     runner = PipelineRunner(load_config(Path(a.run_dir) / "config.yaml"), a.run_dir, data_dir=a.data_dir)
     runner.isolate = False
     if a.step == "pairs":

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 from nemo_act.config.schema import RewardValues, SelectionRewardConfig
 
@@ -32,6 +33,7 @@ _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _TAG = re.compile(r"</?action\s*>", re.IGNORECASE)
 _TRAILING_PUNCT = ".,;:!?"
 _QUOTES = "\"'`"
+_SLOT = re.compile(r"<[^<>]+>")  # a slot of an admissible template: search[<query>]
 
 
 class ParseStatus(StrEnum):
@@ -143,10 +145,31 @@ def same_action(a: str, b: str) -> bool:
     return normalize_action(a) == normalize_action(b)
 
 
+@lru_cache(maxsize=65536)
+def _template(entry: str) -> re.Pattern[str] | None:
+    """The pattern of a normalised admissible entry with ``<...>`` slots (None: the entry has no slot)."""
+    parts = _SLOT.split(entry)
+    return None if len(parts) == 1 else re.compile(".+".join(re.escape(p) for p in parts), re.DOTALL)
+
+
 def in_actions(action: str, actions: Iterable[str]) -> bool:
-    """Whether ``action`` is one of ``actions`` after :func:`normalize_action` (admissibility checks)."""
+    """Whether ``action`` is one of ``actions`` after :func:`normalize_action` (admissibility checks).
+
+    An entry may be a template whose ``<...>`` slots stand for any non-empty text: WebShop's
+    ``search[<query>]``, a tool of the traces benchmark ``get_weather(<arguments: ...>)``.
+
+    >>> in_actions('get_weather({"city": "Oslo"})', ["get_weather(<arguments: {...}>)"])
+    True
+    """
     norm = normalize_action(action)
-    return any(normalize_action(a) == norm for a in actions)
+    for a in actions:
+        entry = normalize_action(a)
+        if entry == norm:
+            return True
+        pattern = _template(entry)
+        if pattern is not None and pattern.fullmatch(norm):
+            return True
+    return False
 
 
 @dataclass(frozen=True)

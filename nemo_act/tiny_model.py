@@ -45,9 +45,14 @@ CHAT_TEMPLATE = (
 
 
 def _template_texts() -> Iterator[str]:
+    """The prompt templates, in name order.
+
+    Benchmark preambles are left out, so adding a benchmark (its ``preamble.<name>.txt``) does not change
+    the tiny tokenizer.
+    """
     folder = resources.files("nemo_act.prompts") / "templates"
-    for res in folder.iterdir():
-        if res.name.endswith(".txt"):
+    for res in sorted(folder.iterdir(), key=lambda r: r.name):
+        if res.name.endswith(".txt") and not res.name.startswith("preamble."):
             yield res.read_text(encoding="utf-8")
 
 

@@ -46,6 +46,20 @@ def test_unknown_key_is_named_with_a_suggestion():
     assert "config.yaml" in msg and "field 'pairs.kk'" in msg and "did you mean 'pairs.k'" in msg
 
 
+@pytest.mark.parametrize(
+    ("benchmark", "typo", "key"),
+    [
+        ("scienceworld", "simplificaton", "simplification"),
+        ("traces", "pathh", "path"),
+        ("webshop", "catalogue", "catalog"),
+    ],
+)
+def test_unknown_benchmark_key_is_matched_against_its_adapter_config(benchmark, typo, key):
+    """Keys that only one benchmark has (its adapter's CONFIG class) get a suggestion too."""
+    with pytest.raises(ConfigError, match=rf"field 'benchmark.{typo}': unknown key \(did you mean 'benchmark.{key}'"):
+        load_config(overrides=[f"benchmark={benchmark}", f"benchmark.{typo}=1"])
+
+
 def test_mistyped_value_is_named():
     with pytest.raises(ConfigError, match=r"field 'benchmark.max_steps'.*integer.*'fifty'"):
         load_config(overrides=["benchmark.max_steps=fifty"])

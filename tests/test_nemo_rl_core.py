@@ -153,3 +153,30 @@ def test_reward_env_logs_every_part_once_per_step(pairs, cfg, tmp_path):
     ActionRewardEnv(cfg.rewards.action, True).step(
         [_log("<action>a</action>")], [{"expert_action": "a", "admissible_actions": []}]
     )
+
+
+def test_reward_env_warns_when_its_first_steps_give_grpo_no_signal(pairs, cfg, tmp_path, caplog):
+    """The cluster engine's counterpart of the local ZeroVarianceWatch: the reward env groups each step's
+    responses by their datum (a prompt's G responses share it), logs ``frac_reward_zero_std`` and warns
+    once when every group of the first ``zero_variance_steps`` steps scored alike."""
+    metas = [{k: v for k, v in stage_data.act_rows([p], cfg)[0].items() if k != "prompt"} for p in pairs[:2]]
+    flat = [_log("none")] * 4  # all malformed: one reward per group
+    mixed = [_log(f"<action>{pairs[0].expert_action}</action>"), _log("none"), _log("none"), _log("none")]
+    batch_metas = [metas[0], metas[0], metas[1], metas[1]]
+    log = tmp_path / "reward_parts.jsonl"
+    env = SelectionRewardEnv(cfg.rewards.selection, True, log, stage="01_act", zero_variance_steps=2)
+    with caplog.at_level("WARNING"):
+        env.step(flat, batch_metas)
+        assert env.warning is None
+        env.step(flat, batch_metas)
+        env.step(flat, batch_metas)
+    assert env.warning and "stage '01_act'" in env.warning and "first 2 logged steps" in env.warning
+    assert sum("GRPO gets no signal" in r.message for r in caplog.records) == 1
+    assert [json.loads(x)["frac_reward_zero_std"] for x in log.read_text().splitlines()] == [1.0, 1.0, 1.0]
+    quiet = SelectionRewardEnv(cfg.rewards.selection, True, None, stage="01_act", zero_variance_steps=2)
+    quiet.step(mixed, batch_metas)  # the first group has a correct answer: half the groups carry signal
+    quiet.step(flat, batch_metas)
+    assert quiet.warning is None
+    resumed = SelectionRewardEnv(cfg.rewards.selection, True, None, first_step=5, stage="01_act", zero_variance_steps=1)
+    resumed.step(flat, batch_metas)
+    assert resumed.warning is None  # a resumed stage has already had its first steps

@@ -130,6 +130,18 @@ def test_overrides_apply_last_and_bad_settings_are_named():
         "act", cfg, {"policy": {"megatron_cfg": {"empty_unused_memory_level": 1}}}, init="x", out="/o", n_rows=5000
     )
     assert m["policy"]["megatron_cfg"]["empty_unused_memory_level"] == 2 and m["grpo"]["seed"] == 7
+    # the base's interpolations stay as written, its dataset entries are replaced, a new dotted key is added
+    base = {"policy": {"tokenizer": {"name": "${policy.model_name}"}, "dtensor_cfg": {"enabled": True}}}
+    base["data"] = {"train": {"dataset_name": "squad", "split": "train"}}
+    over = load_config(path, ["engine.nemo_rl.overrides={policy.new_knob.depth: 3}"])
+    m = recipe.master_config("act", over, base, init="x", out="/o", n_rows=5000)
+    assert m["policy"]["dtensor_cfg"]["enabled"] is False and m["policy"]["new_knob"] == {"depth": 3}
+    assert "split" not in m["data"]["train"] and m["data"]["train"]["dataset_name"] != "squad"
+    assert m["logger"]["tensorboard_enabled"] and not m["logger"]["wandb_enabled"]
+    wandb = recipe.master_config(
+        "act", load_config(path, ["train.report_to=[wandb]"]), {}, init="x", out="/o/01_act", n_rows=64
+    )
+    assert wandb["logger"]["wandb_enabled"] and wandb["logger"]["wandb"]["name"].endswith("/01_act")
     odd = load_config(path, ["train.act.batch_size=100"])
     with pytest.raises(ValueError, match="train.act: batch_size x grad_accum = 100 .* num_generations = 8"):
         recipe.master_config("act", odd, {}, init="x", out="/o", n_rows=5000)

@@ -129,14 +129,14 @@ def _split_overrides(overrides: Sequence[str], root: Path) -> tuple[dict[str, st
     return choices, dotted
 
 
-def _format_validation(err: ValidationError, source: str) -> str:
+def _format_validation(err: ValidationError, source: str, tree: dict[str, Any]) -> str:
     lines = [f"{source}: invalid config ({err.error_count()} error(s)):"]
     for e in err.errors():
         loc = [str(p) for p in e["loc"]]
         key = ".".join(loc)
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
-            known = _known_keys(loc[:-1])
+            known = _known_keys(loc[:-1], tree)
             close = difflib.get_close_matches(loc[-1], known, n=1)
             msg = "unknown key" + (f" (did you mean '{'.'.join(loc[:-1] + close)}'?)" if close else "")
         elif e["type"] != "missing":
@@ -145,9 +145,21 @@ def _format_validation(err: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-def _known_keys(path: list[str]) -> list[str]:
-    """Field names of the schema model at ``path`` (best effort, for 'did you mean')."""
+def _known_keys(path: list[str], tree: dict[str, Any]) -> list[str]:
+    """Field names of the schema model at ``path`` (best effort, for 'did you mean').
+
+    The ``benchmark`` block is validated against its adapter's own config class (the tree names it), so
+    its keys come from there.
+    """
     model: Any = ExperimentConfig
+    if path[:1] == ["benchmark"]:
+        from nemo_act.benchmarks.base import adapter
+
+        try:
+            model = adapter(tree["benchmark"]["adapter"]).CONFIG
+        except (KeyError, TypeError, ValueError):
+            return []
+        path = path[1:]
     for part in path:
         field = getattr(model, "model_fields", {}).get(part)
         if field is None:
@@ -211,7 +223,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     try:
         return ExperimentConfig.model_validate(tree)
     except ValidationError as err:
-        raise ConfigError(_format_validation(err, source)) from None
+        raise ConfigError(_format_validation(err, source, tree)) from None
 
 
 def to_yaml(cfg: ExperimentConfig) -> str:

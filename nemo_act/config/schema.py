@@ -275,6 +275,9 @@ class TrainConfig(_Strict):
     il: SFTStageConfig
     sft_choice: SFTStageConfig
     dpo: DPOStageConfig
+    report_to: list[Literal["tensorboard", "wandb"]] = Field(
+        description="Also log stage metrics to TensorBoard (<stage>/tensorboard) and/or W&B (metrics.jsonl always)."
+    )
 
 
 class ExpertSource(_Strict):

@@ -11,11 +11,20 @@ import hashlib
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nemo_act import __version__
 from nemo_act.data.io import write_text_atomic
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a data step (experts, pairs) produced: its counts, as its manifest records them, and its file."""
+
+    counts: dict[str, Any]
+    out: Path
 
 
 def manifest_path(artifact: str | Path) -> Path:

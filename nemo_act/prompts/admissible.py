@@ -11,7 +11,10 @@ actions per step). A prompt lists at most ``benchmark.max_admissible_shown`` of 
    are admissible) are always kept, replacing the lowest-ranked ones, and the kept list is sorted
    alphabetically so no position marks them.
 
-At evaluation the same ranking runs with nothing forced in, so the agent sees the same kind of list.
+At evaluation the same ranking runs with nothing forced in, so the agent sees the same kind of list. An
+action matching a template entry (``<...>`` slots: ``search[<query>]``) is shown as that entry. A state
+whose env lists nothing (the traces benchmark without a tool list) shows an empty list: forcing the
+expert in would make it the only entry.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 
-from nemo_act.rewards import normalize_action
+from nemo_act.rewards import in_actions, normalize_action
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset("a an the to in on of and or at for with from into is are you your it this that".split())
@@ -48,23 +51,24 @@ def select_admissible(
         context: Text the ranking reads (task description + current observation).
         max_shown: Upper bound on the returned list's length (``must_include`` always fits: the
             bound grows to ``len(must_include)`` if needed).
-        must_include: Actions that must be shown; an entry matching a listed action (normalised)
-            keeps the env's spelling.
+        must_include: Actions that must be shown; an entry matching a listed action (normalised, or
+            a template's slots) is shown as the env lists it.
         key: Stable state key for tie-breaking.
 
     Returns:
         The shown actions.
     """
+    if not admissible:
+        return []  # a benchmark without an action list (traces without tools): nothing to show, nothing forced
     if len(admissible) <= max_shown:
         out = list(admissible)
-        listed = {normalize_action(a) for a in out}
-        out += [m for m in must_include if normalize_action(m) not in listed]
+        out += [m for m in must_include if not in_actions(m, out)]
         return out
     by_norm = {normalize_action(a): a for a in admissible}
     forced: dict[str, str] = {}
     for m in must_include:
-        n = normalize_action(m)
-        forced.setdefault(n, by_norm.get(n, m))
+        listed = by_norm.get(normalize_action(m)) or next((a for a in admissible if in_actions(m, [a])), m)
+        forced.setdefault(normalize_action(listed), listed)
     ctx = _words(context)
     ranked = sorted(
         (a for a in admissible if normalize_action(a) not in forced),

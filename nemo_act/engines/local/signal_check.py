@@ -1,11 +1,8 @@
-"""A GRPO stage that gets no learning signal says so: every group with one reward for its first steps.
+"""The local engine's no-signal warning: TRL's ``frac_reward_zero_std`` fed to the core's ``NoSignalWatch``.
 
-GRPO's advantage is a reward minus its group's mean, so a group whose G responses all score the same
-contributes nothing; when every group does (a policy that cannot write the answer tag yet scores 0 on
-all of them), the stage "trains" with loss 0 and gradient norm 0 without a word. TRL's GRPOTrainer
-logs the share of such groups per logging step (``frac_reward_zero_std``); this callback warns once
-when it is 1 for the first ``train.<stage>.zero_variance_steps`` logged steps, with the mean reward
-and what usually causes it.
+TRL's GRPOTrainer logs the share of groups whose responses all scored the same per logging step
+(``frac_reward_zero_std``); this callback warns once when it is 1 for the first
+``train.<stage>.zero_variance_steps`` logged steps, with the mean reward and what usually causes it.
 """
 
 from __future__ import annotations
@@ -15,6 +12,8 @@ import warnings
 from typing import Any
 
 from transformers import TrainerCallback
+
+from nemo_act.reward_signal import NoSignalWatch
 
 log = logging.getLogger(__name__)
 
@@ -28,24 +27,13 @@ class ZeroVarianceWatch(TrainerCallback):
 
     def __init__(self, stage: str, steps: int) -> None:
         """Args: stage: the stage kind (for the message); steps: logged steps to watch (0: off)."""
-        self.stage, self.steps = stage, steps
-        self.seen: list[tuple[float, float]] = []  # (frac_reward_zero_std, mean reward) per logged step
-        self.warned = False
+        self.watch = NoSignalWatch(stage, steps)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **kwargs: Any) -> None:
-        """Collect the first logged steps' zero-variance share; warn once if all are 1."""
-        if self.warned or not self.steps or not logs or "frac_reward_zero_std" not in logs:
+        """Feed each logged step's zero-variance share to the watch; warn when it fires."""
+        if not logs or "frac_reward_zero_std" not in logs:
             return
-        if len(self.seen) < self.steps:
-            self.seen.append((float(logs["frac_reward_zero_std"]), float(logs.get("reward", float("nan")))))
-        if len(self.seen) == self.steps and all(frac >= 1.0 for frac, _ in self.seen):
-            self.warned = True
-            rewards = sorted({round(r, 4) for _, r in self.seen})
-            msg = (
-                f"stage '{self.stage}': in its first {self.steps} logged steps every group of responses had the same "
-                f"reward (mean rewards {rewards}): GRPO gets no signal (advantages 0, loss 0). Likely cause: the "
-                "policy never (or always) earns the reward, e.g. it cannot write <action>...</action> yet; check "
-                "the stage's completions, warm it up with IL, or raise num_generations / temperature."
-            )
+        msg = self.watch.observe(float(logs["frac_reward_zero_std"]), float(logs.get("reward", float("nan"))))
+        if msg:
             log.warning(msg)
             warnings.warn(msg, ZeroRewardVarianceWarning, stacklevel=2)

@@ -2,14 +2,18 @@
 
 A stage reads an HF checkpoint, trains on the rows built by :mod:`nemo_act.stage_data`, and writes
 an HF checkpoint (safetensors + tokenizer) with ``config.yaml`` (the resolved experiment config) and
-``metrics.jsonl`` (TRL's log history: loss, reward parts, selection accuracy...). TRL checkpoints go
-to ``<out>/checkpoints`` every ``save_steps``; a crashed stage resumes from the last one.
+``metrics.jsonl`` (TRL's log history: loss, reward parts, selection accuracy...; also TensorBoard / W&B
+when ``train.report_to`` asks). While it trains it shows one bar (:mod:`nemo_act.engines.local.progress`).
+TRL checkpoints go to ``<out>/checkpoints`` every ``save_steps``; a crashed stage resumes from the last one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,7 @@ from nemo_act.config.schema import (
     ExperimentConfig,
 )
 from nemo_act.data.io import write_text_atomic
+from nemo_act.engines.local.progress import use_stage_bar
 from nemo_act.generation.hf import resolve_device
 from nemo_act.stage_kinds import stage_config, stage_kind
 
@@ -39,7 +44,8 @@ def _common_args(sc: Any, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
         "save_steps": sc.save_steps,
         "save_total_limit": 1,
         "seed": cfg.seed,
-        "report_to": [],
+        "report_to": list(cfg.train.report_to),
+        "run_name": f"{cfg.pipeline.name}/{out.name}",
         "use_cpu": device == "cpu",
         "bf16": device != "cpu" and cfg.model.dtype == "bfloat16",
         "fp16": device != "cpu" and cfg.model.dtype == "float16",
@@ -62,6 +68,19 @@ def _load(init: str, cfg: ExperimentConfig):
         dtype = torch.float32  # CPU training in half precision is slow and lossy
     model = AutoModelForCausalLM.from_pretrained(init, dtype=dtype)
     return model, tok
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
 
 
 def _finished(ckpt: Path) -> bool:
@@ -155,8 +174,12 @@ def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experimen
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model, tok = _load(init, cfg)
-    trainer = _trainer(kind, model, tok, rows, cfg, out)
-    trainer.train(resume_from_checkpoint=_last_checkpoint(out))
+    # TensorBoard (train.report_to) writes beside the checkpoint, not under checkpoints/ (removed when done);
+    # its callback reads the variable when the trainer is built
+    with _env("TENSORBOARD_LOGGING_DIR", str(out / "tensorboard")):
+        trainer = _trainer(kind, model, tok, rows, cfg, out)
+        use_stage_bar(trainer, out.name)
+        trainer.train(resume_from_checkpoint=_last_checkpoint(out))
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
     write_text_atomic(out / "config.yaml", to_yaml(cfg))

@@ -5,8 +5,8 @@ Importing this module needs NeMo-RL (its release container or a checkout of the 
 registries: ``ENV_REGISTRY`` (name -> actor class path, what ``create_env`` looks up) and
 ``ACTOR_ENVIRONMENT_REGISTRY`` (class path -> Python executable; ours need nothing beyond the
 system one). Config of each actor: ``{"values": rewards.<part>, "use_admissible": bool, "log_path": str|None,
-"first_step": int}`` (``first_step``: the step a resumed stage restarts after)
-(:mod:`.recipe` writes it under ``env.<name>``).
+"first_step": int, "stage": str, "zero_variance_steps": int}`` (``first_step``: the step a resumed stage
+restarts after; the last two: the no-signal warning) (:mod:`.recipe` writes it under ``env.<name>``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,14 @@ class _RewardEnvironment(EnvironmentInterface):
     core: type[SelectionRewardEnv] | type[ActionRewardEnv]
 
     def __init__(self, cfg: dict[str, Any]) -> None:
-        self._core = self.core(cfg["values"], cfg["use_admissible"], cfg.get("log_path"), cfg.get("first_step", 0))
+        self._core = self.core(
+            cfg["values"],
+            cfg["use_admissible"],
+            cfg.get("log_path"),
+            cfg.get("first_step", 0),
+            cfg.get("stage", ""),
+            cfg.get("zero_variance_steps", 0),
+        )
 
     def step(self, message_log_batch, metadata) -> EnvironmentReturn:
         """Score one turn of a batch: rewards ``[B, 3]`` (accuracy, admissible, format)."""

@@ -33,6 +33,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig, NeMoRLSettings
 from nemo_act.engines.nemo_rl.processors import PROCESSOR, REWARD_TASK, STOP_STRINGS
 from nemo_act.stage_kinds import stage_config, stage_kind
@@ -195,8 +197,9 @@ def _common(kind: str, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
         },
         "logger": {
             "log_dir": str(out / "nemo_rl" / "logs"),
-            "tensorboard_enabled": True,
-            "wandb_enabled": False,
+            "tensorboard_enabled": True,  # always: the driver reads the stage's metrics.jsonl from these logs
+            "wandb_enabled": "wandb" in cfg.train.report_to,
+            "wandb": {"project": "nemo-act", "name": f"{cfg.pipeline.name}/{out.name}"},
             "monitor_gpus": True,
             "num_val_samples_to_print": 0,
         },
@@ -271,6 +274,8 @@ def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -
                 "values": values.model_dump(),
                 "use_admissible": cfg.benchmark.admissible_reward,
                 "log_path": str(out / REWARD_LOG),
+                "stage": out.name,
+                "zero_variance_steps": sc.zero_variance_steps,
             },
             # v0.7.0 grpo_train dumps every sample's tokens to train_data_step<N>.jsonl each step unless
             # this is set (algorithms/grpo.py _should_log_nemo_gym_responses): hundreds of MB per step here
@@ -316,28 +321,6 @@ def stage_overlay(kind: str, cfg: ExperimentConfig, *, init: str, out: str | Pat
     return build(kind, cfg, init, Path(out), n_rows)
 
 
-def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
-    node = tree
-    *parents, leaf = dotted.split(".")
-    for key in parents:
-        child = node.get(key)
-        if not isinstance(child, dict):
-            child = node[key] = {}
-        node = child
-    node[leaf] = value
-
-
-def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    """Merge ``top`` over ``base`` recursively (a non-dict value in ``top`` replaces; None too)."""
-    out = dict(base)
-    for key, value in top.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 def master_config(
     kind: str, cfg: ExperimentConfig, base: dict[str, Any], *, init: str, out: str | Path, n_rows: int
 ) -> dict[str, Any]:
@@ -353,11 +336,14 @@ def master_config(
         n_rows: Training rows of the stage.
 
     Returns:
-        The merged config as a nested dict.
+        The merged config as a nested dict (the base's ``${...}`` interpolations kept as written).
     """
     overlay = stage_overlay(kind, cfg, init=init, out=out, n_rows=n_rows)
-    merged = deep_merge(base, overlay)
-    merged["data"].update(overlay["data"])  # the base's dataset entries are replaced, not merged into ours
+    merged = OmegaConf.merge(OmegaConf.create(base), overlay)
+    for key, value in overlay["data"].items():  # the base's dataset entries are replaced, not merged into ours
+        merged.data[key] = value
     for dotted, value in settings(cfg).overrides.items():
-        _set_dotted(merged, dotted, value)
-    return merged
+        OmegaConf.update(merged, dotted, value, merge=False)
+    tree = OmegaConf.to_container(merged, resolve=False)
+    assert isinstance(tree, dict)
+    return tree

@@ -21,6 +21,7 @@ neither candidate. The driver merges these lines into the stage's ``metrics.json
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -28,7 +29,10 @@ from typing import Any, NamedTuple
 import torch
 
 from nemo_act.config.schema import RewardValues, SelectionRewardConfig
+from nemo_act.reward_signal import NoSignalWatch, zero_std_share
 from nemo_act.rewards import ParseStatus, RewardParts, action_reward, selection_reward
+
+log = logging.getLogger(__name__)
 
 REWARD_PARTS = ("accuracy", "admissible", "format")
 
@@ -64,11 +68,19 @@ def _step(parts: list[RewardParts]) -> EnvStep:
     )
 
 
-def batch_summary(parts: Sequence[RewardParts], selection: bool) -> dict[str, float]:
+def _group_key(meta: dict[str, Any]) -> str:
+    """The prompt a response answers, read off its metadata (a group's G responses share the datum's)."""
+    return json.dumps(meta, sort_keys=True, default=str)
+
+
+def batch_summary(
+    parts: Sequence[RewardParts], selection: bool, groups: Sequence[str] | None = None
+) -> dict[str, float]:
     """Means of one scored batch.
 
     Every reward part, the total and the malformed share; for ACT also the selection accuracy (share
-    naming the expert) and the share naming neither candidate.
+    naming the expert) and the share naming neither candidate; with ``groups`` (one key per response),
+    ``frac_reward_zero_std``, the share of groups whose responses all got the same total (TRL's name).
     """
     n = max(len(parts), 1)
     out = {name: sum(getattr(p, name) for p in parts) / n for name in REWARD_PARTS}
@@ -77,29 +89,42 @@ def batch_summary(parts: Sequence[RewardParts], selection: bool) -> dict[str, fl
     if selection:
         out["selection_accuracy"] = sum(p.accuracy > 0 for p in parts) / n
         out["named_neither"] = sum(p.named_neither for p in parts) / n
+    if groups is not None:
+        out["frac_reward_zero_std"] = zero_std_share([p.total for p in parts], groups)
     out["n"] = len(parts)
     return out
 
 
 class _Logged:
-    """Appends :func:`batch_summary` of every step to ``log_path`` (None: no log).
+    """Appends :func:`batch_summary` of every step to ``log_path`` (None: no log); warns once on no signal.
 
+    The warning (logging, which Ray forwards to the job's output) comes when the first
+    ``zero_variance_steps`` steps gave GRPO no signal (:class:`~nemo_act.reward_signal.NoSignalWatch`).
     ``first_step`` is the GRPO step a resumed stage restarts after (its newest checkpoint's): lines
     are numbered from there, so a requeued stage's reward parts line up with NeMo-RL's own steps.
     """
 
     selection = False
 
-    def __init__(self, log_path: str | Path | None, first_step: int = 0) -> None:
+    def __init__(
+        self, log_path: str | Path | None, first_step: int = 0, stage: str = "", zero_variance_steps: int = 0
+    ) -> None:
         self.log_path = Path(log_path) if log_path else None
         self.calls = first_step
+        self.watch = NoSignalWatch(stage, zero_variance_steps if first_step == 0 else 0)
+        self.warning: str | None = None
 
-    def _log(self, parts: list[RewardParts]) -> None:
+    def _log(self, parts: list[RewardParts], metadata: Sequence[dict[str, Any]]) -> None:
         self.calls += 1
+        summary = batch_summary(parts, self.selection, [_group_key(m) for m in metadata])
+        msg = self.watch.observe(summary["frac_reward_zero_std"], summary["total"])
+        if msg:
+            self.warning = msg
+            log.warning(msg)
         if self.log_path is None:
             return
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"call": self.calls, **batch_summary(parts, self.selection)})
+        line = json.dumps({"call": self.calls, **summary})
         with open(self.log_path, "a") as fh:  # one short line per call: an append is whole or absent
             fh.write(line + "\n")
 
@@ -112,6 +137,8 @@ class SelectionRewardEnv(_Logged):
         use_admissible: ``benchmark.admissible_reward`` (False for WebShop).
         log_path: JSONL file that gets one summary line per ``step`` (None: no log).
         first_step: Step the stage resumes after (0 for a fresh stage).
+        stage: The stage's name, for the no-signal warning.
+        zero_variance_steps: ``train.<stage>.zero_variance_steps`` (0: no warning; a resumed stage never warns).
     """
 
     selection = True
@@ -122,8 +149,10 @@ class SelectionRewardEnv(_Logged):
         use_admissible: bool,
         log_path: str | Path | None = None,
         first_step: int = 0,
+        stage: str = "",
+        zero_variance_steps: int = 0,
     ) -> None:
-        super().__init__(log_path, first_step)
+        super().__init__(log_path, first_step, stage, zero_variance_steps)
         self.values = SelectionRewardConfig.model_validate(values)
         self.use_admissible = use_admissible
 
@@ -141,7 +170,7 @@ class SelectionRewardEnv(_Logged):
             )
             for log, meta in zip(message_log_batch, metadata, strict=True)
         ]
-        self._log(parts)
+        self._log(parts, metadata)
         return _step(parts)
 
 
@@ -153,6 +182,8 @@ class ActionRewardEnv(_Logged):
         use_admissible: ``benchmark.admissible_reward``.
         log_path: JSONL file that gets one summary line per ``step`` (None: no log).
         first_step: Step the stage resumes after (0 for a fresh stage).
+        stage: The stage's name, for the no-signal warning.
+        zero_variance_steps: ``train.<stage>.zero_variance_steps`` (0: no warning; a resumed stage never warns).
     """
 
     def __init__(
@@ -161,8 +192,10 @@ class ActionRewardEnv(_Logged):
         use_admissible: bool,
         log_path: str | Path | None = None,
         first_step: int = 0,
+        stage: str = "",
+        zero_variance_steps: int = 0,
     ) -> None:
-        super().__init__(log_path, first_step)
+        super().__init__(log_path, first_step, stage, zero_variance_steps)
         self.values = RewardValues.model_validate(values)
         self.use_admissible = use_admissible
 
@@ -174,7 +207,7 @@ class ActionRewardEnv(_Logged):
             )
             for log, meta in zip(message_log_batch, metadata, strict=True)
         ]
-        self._log(parts)
+        self._log(parts, metadata)
         return _step(parts)
 
 

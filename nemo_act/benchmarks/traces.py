@@ -1,0 +1,322 @@
+r"""Your own agent traces as a benchmark: successful chat trajectories, with OpenAI-style tool calls.
+
+No simulator: the expert data is a JSONL file of conversations, one per line, in the chat format that
+OpenAI's fine-tuning files and most agent frameworks write::
+
+    {"id": "trip-001",                                  # optional (default <file stem>:<line>)
+     "split": "train",                                  # optional (default: hashed from the id, below)
+     "tools": [{"type": "function", "function": {"name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                               "required": ["city"]}}}],  # optional: the tool schema list
+     "messages": [{"role": "system", "content": "..."},
+                  {"role": "user", "content": "Will it rain in Oslo tomorrow?"},
+                  {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                   "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+                  {"role": "tool", "tool_call_id": "c1", "content": "{\"rain_mm\": 4}"},
+                  {"role": "assistant", "content": "Yes, about 4 mm of rain."}]}
+
+**Steps.** Every assistant turn is one expert step. Its action is the turn's tool calls, each in the
+canonical form ``name({json arguments, keys sorted})`` (several calls joined by ``"; "``; text that comes
+with calls is commentary and is dropped), or, for a turn without calls, its text. Actions then compare as
+every action does (:func:`nemo_act.rewards.normalize_action`: case and whitespace), so argument order and
+spacing never make two calls differ. The observation of a step is what came since the previous assistant
+turn: user messages as ``User: ...``, tool results as ``Tool <name>: ...``. The task is the first user
+message. System (and developer) messages are the recorded agent's own prompt and are not shown: the
+prompt is nemo-act's (``prompt.preamble`` adds this benchmark's one line).
+
+**Admissible actions.** When a line has ``tools``, each step lists one entry per tool, a template such as
+``get_weather(<arguments: {"city": string, "days"?: integer}>)`` (``?`` = optional); a ``<...>`` slot
+matches any text (:func:`nemo_act.rewards.in_actions`), so a call of a listed tool is admissible and the
+admissibility reward applies to it; the list ends with ``<a text reply to the user>``, since a chat agent
+may always answer in text. The prompt shows the templates, never a concrete call. A line without
+``tools`` has no admissible list: the prompt shows none and the admissibility reward cannot fire (off).
+
+**Splits.** A line's ``split`` wins; otherwise ``heldout_share`` of the traces (chosen by a hash of the id,
+so stable when the file grows) are ``dev`` (held-out selection accuracy) and the rest ``train``.
+
+Bad lines stop the read with ``file:line: field '...'`` (e.g. ``messages[3].tool_calls[0].function.arguments``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from nemo_act.config.schema import BenchmarkConfigBase
+from nemo_act.data.io import RecordError
+from nemo_act.data.records import Step, Trajectory
+from nemo_act.rewards import in_actions
+from nemo_act.seeding import key_int
+
+ADAPTER_VERSION = 1
+LIVE_EXPERT_ACTION = False
+SOURCE = "traces"
+CALL_SEPARATOR = "; "
+_IGNORED_ROLES = ("system", "developer")
+REPLY_ENTRY = "<a text reply to the user>"  # with tools: a text turn is a legal action too (one slot: any text)
+
+
+class TracesConfig(BenchmarkConfigBase):
+    """Agent traces: a JSONL file of successful chat trajectories (no simulator)."""
+
+    name: Literal["traces"]
+    path: str | None = Field(description="JSONL file of chat traces (None: set benchmark.path=FILE).")
+    heldout_share: float = Field(ge=0, lt=1, description="Share of traces without a 'split' put in 'dev'.")
+
+
+CONFIG = TracesConfig
+
+
+class _Line:
+    """Where a record comes from, for error messages."""
+
+    def __init__(self, path: Path, lineno: int) -> None:
+        self.path, self.lineno = path, lineno
+
+    def error(self, field: str, msg: str) -> RecordError:
+        return RecordError(f"{self.path}:{self.lineno}: field '{field}': {msg}")
+
+
+def canonical_call(name: str, arguments: dict[str, Any]) -> str:
+    """The canonical text of one tool call: ``name({json arguments with sorted keys})``.
+
+    >>> canonical_call("get_weather", {"days": 2, "city": "Oslo"})
+    'get_weather({"city": "Oslo", "days": 2})'
+    """
+    return f"{name}({json.dumps(arguments, sort_keys=True, ensure_ascii=False)})"
+
+
+def tool_template(tool: dict[str, Any]) -> str:
+    """The admissible-list entry of one tool: its name and a ``<arguments: ...>`` slot naming the parameters.
+
+    >>> tool_template({"name": "get_weather", "parameters": {"properties": {"city": {"type": "string"}},
+    ...                "required": ["city"]}})
+    'get_weather(<arguments: {"city": string}>)'
+    """
+    params = tool.get("parameters") or {}
+    props: dict[str, Any] = params.get("properties") or {}
+    if not props:
+        return f"{tool['name']}({{}})"
+    required = set(params.get("required") or [])
+    fields = [
+        f'"{key}"{"" if key in required else "?"}: {(spec or {}).get("type", "any")}'
+        for key, spec in sorted(props.items())
+    ]
+    return f"{tool['name']}(<arguments: {{{', '.join(fields)}}}>)"
+
+
+def _text(content: Any, where: _Line, field: str) -> str:
+    """A message's text: a string, null, or a list of OpenAI content parts (``{"type": "text", "text": ...}``)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content.strip()
+    if isinstance(content, list):
+        texts = []
+        for i, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("text", ""), str):
+                raise where.error(f"{field}[{i}]", "expected a content part {'type': 'text', 'text': ...}")
+            texts.append(part.get("text", ""))
+        return "\n".join(t for t in texts if t).strip()
+    raise where.error(field, f"expected text, null or a list of content parts, got {type(content).__name__}")
+
+
+def _tools(value: Any, where: _Line) -> list[dict[str, Any]]:
+    """The tools as ``{"name", "parameters"}`` dicts (OpenAI's ``{"type": "function", "function": ...}`` or flat)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise where.error("tools", "expected a list of tool schemas")
+    tools = []
+    for i, tool in enumerate(value):
+        spec = tool.get("function", tool) if isinstance(tool, dict) else None
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+            raise where.error(f"tools[{i}].function.name", "every tool needs a name")
+        if not isinstance(spec.get("parameters") or {}, dict):
+            raise where.error(f"tools[{i}].function.parameters", "expected a JSON schema object")
+        tools.append(spec)
+    return tools
+
+
+def _calls(message: dict[str, Any], where: _Line, field: str) -> list[tuple[str, str, str]]:
+    """An assistant message's tool calls as (call id, name, canonical text); legacy ``function_call`` too."""
+    raw = message.get("tool_calls")
+    if raw is None and message.get("function_call") is not None:
+        raw, field = [{"id": None, "function": message["function_call"]}], f"{field}.function_call"
+        entries = [(field, raw[0])]
+    else:
+        if raw is not None and not isinstance(raw, list):
+            raise where.error(f"{field}.tool_calls", "expected a list")
+        entries = [(f"{field}.tool_calls[{i}]", c) for i, c in enumerate(raw or [])]
+    out = []
+    for f, call in entries:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise where.error(f"{f}.function.name", "a tool call needs a function name")
+        args = fn.get("arguments", {})
+        if isinstance(args, str):
+            try:
+                args = json.loads(args) if args.strip() else {}
+            except json.JSONDecodeError as err:
+                raise where.error(f"{f}.function.arguments", f"not valid JSON: {err.msg}") from None
+        if not isinstance(args, dict):
+            raise where.error(f"{f}.function.arguments", "expected a JSON object")
+        out.append((call.get("id"), fn["name"], canonical_call(fn["name"], args)))
+    return out
+
+
+def read_trace(record: Any, where: _Line, heldout_share: float) -> Trajectory:
+    """One JSONL record as an expert trajectory (see the module docstring for the format).
+
+    Args:
+        record: The parsed line.
+        where: File and line, for errors.
+        heldout_share: Share of traces without a ``split`` that go to ``dev``.
+
+    Raises:
+        RecordError: Naming the file, line and field.
+    """
+    if not isinstance(record, dict):
+        raise where.error("<line>", "expected a JSON object with 'messages'")
+    messages = record.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise where.error("messages", "expected a non-empty list of chat messages")
+    trace_id = record.get("id", f"{where.path.stem}:{where.lineno}")
+    if not isinstance(trace_id, str | int) or trace_id == "":
+        raise where.error("id", "expected a non-empty string")
+    tools = _tools(record.get("tools"), where)
+    templates = [*(tool_template(t) for t in tools), REPLY_ENTRY] if tools else []
+    task: str | None = None
+    pending: list[str] = []
+    call_names: dict[str, str] = {}
+    steps: list[Step] = []
+    for i, msg in enumerate(messages):
+        field = f"messages[{i}]"
+        if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
+            raise where.error(f"{field}.role", "every message needs a role")
+        role = msg["role"]
+        if role in _IGNORED_ROLES:
+            continue
+        if role == "user":
+            text = _text(msg.get("content"), where, f"{field}.content")
+            task = text if task is None else task
+            pending.append(f"User: {text}")
+        elif role in ("tool", "function"):
+            name = msg.get("name") or call_names.get(msg.get("tool_call_id") or "", "")
+            text = _text(msg.get("content"), where, f"{field}.content")
+            pending.append(f"Tool {name}: {text}" if name else f"Tool: {text}")
+        elif role == "assistant":
+            if task is None:
+                raise where.error(f"{field}.role", "an assistant turn before any user message (no task)")
+            calls = _calls(msg, where, field)
+            call_names.update({cid: name for cid, name, _ in calls if cid})
+            action = CALL_SEPARATOR.join(c for _, _, c in calls) or _text(msg.get("content"), where, f"{field}.content")
+            if not action:
+                raise where.error(f"{field}.content", "an assistant turn with neither text nor tool calls")
+            steps.append(
+                Step(
+                    observation="\n".join(pending) or "(no new observation)",
+                    action=action,
+                    admissible_actions=templates,
+                    action_admissible=all(in_actions(c, templates) for c in ([c for _, _, c in calls] or [action])),
+                )
+            )
+            pending = []
+        else:
+            raise where.error(f"{field}.role", f"unknown role '{role}' (system, developer, user, assistant, tool)")
+    if not steps:
+        raise where.error("messages", "no assistant turn: a trace needs at least one expert step")
+    split = record.get("split")
+    if split is None:
+        split = "dev" if key_int("traces-split", trace_id) / 2**64 < heldout_share else "train"
+    elif not isinstance(split, str) or not split:
+        raise where.error("split", "expected a non-empty string")
+    return Trajectory(
+        trajectory_id=f"traces/{trace_id}",
+        benchmark="traces",
+        task_id=str(trace_id),
+        variation=None,
+        split=split,
+        task_description=task or "",
+        steps=steps,
+        score=100.0,
+        success=True,
+        source=SOURCE,
+    )
+
+
+def read_traces(path: str | Path, heldout_share: float) -> list[Trajectory]:
+    """Every trace of a JSONL file, in file order (blank lines skipped).
+
+    Raises:
+        RecordError: A line is not valid UTF-8 or JSON, or not a valid trace; or two lines share an id.
+    """
+    path = Path(path)
+    trajs: list[Trajectory] = []
+    seen: dict[str, int] = {}
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            where = _Line(path, lineno)
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise RecordError(f"{path}:{lineno}: not valid UTF-8 (byte {err.start})") from None
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise RecordError(f"{path}:{lineno}: not valid JSON: {err.msg} (column {err.colno})") from None
+            traj = read_trace(record, where, heldout_share)
+            if traj.task_id in seen:
+                raise where.error("id", f"'{traj.task_id}' is also the id of line {seen[traj.task_id]}")
+            seen[traj.task_id] = lineno
+            trajs.append(traj)
+    return trajs
+
+
+# ---- the benchmark protocol (nemo_act/benchmarks/base.py) ------------------------------------------------------
+def episodes(
+    cfg: TracesConfig, split: str, tasks: Sequence[str] | None, max_variations: int | None
+) -> list[tuple[str, int]]:
+    """The traces of a split as episodes (for listing; there is no env to play them in)."""
+    return [(t.task_id, 0) for t in _read(cfg) if t.split == split and (not tasks or t.task_id in tasks)]
+
+
+def env_factory(cfg: TracesConfig, expert: bool) -> None:
+    """None: traces have no simulator (evaluation is held-out selection accuracy)."""
+    return None
+
+
+def _path(cfg: TracesConfig) -> Path:
+    if not cfg.path:
+        raise FileNotFoundError("benchmark=traces needs the traces file: benchmark.path=FILE (JSONL chat traces)")
+    path = Path(cfg.path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"benchmark.path: {path} is not a file")
+    return path
+
+
+def _read(cfg: TracesConfig) -> list[Trajectory]:
+    return read_traces(_path(cfg), cfg.heldout_share)
+
+
+def read_experts(cfg: TracesConfig, split: str) -> tuple[list[Trajectory], dict[str, Any]]:
+    """The traces of ``split`` and what they were read from (file and its SHA-256, for the manifest).
+
+    Raises:
+        ValueError: The split has no trace (the message gives the splits the file has).
+    """
+    path = _path(cfg)
+    trajs = read_traces(path, cfg.heldout_share)
+    kept = [t for t in trajs if t.split == split]
+    if not kept:
+        splits = sorted({t.split for t in trajs})
+        raise ValueError(f"{path}: no trace in split '{split}' (the file has {splits}; see benchmark.heldout_share)")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return kept, {"traces": str(path), "sha256": digest}

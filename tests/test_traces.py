@@ -1,0 +1,227 @@
+"""The traces benchmark: a user's own chat/tool-call trajectories as expert data, end to end.
+
+The example file (``nemo_act/benchmarks/examples/travel_desk.jsonl``) is ours: invented travel-desk
+conversations in OpenAI's chat format (``tool_calls`` with JSON-string arguments, ``tool`` results).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nemo_act.benchmarks.traces import REPLY_ENTRY, canonical_call, read_traces, tool_template
+from nemo_act.config.load import load_config
+from nemo_act.data.io import RecordError, read_jsonl
+from nemo_act.data.records import Pair
+from nemo_act.prompts.state import trajectory_state
+from nemo_act.rewards import in_actions
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "nemo_act" / "benchmarks" / "examples" / "travel_desk.jsonl"
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+def _line(messages, **extra) -> str:
+    return json.dumps({"messages": messages, **extra}) + "\n"
+
+
+def _trace(city_args: str = '{"days": 2, "city": "Oslo"}') -> list[dict]:
+    return [
+        {"role": "system", "content": "You are a weather bot."},
+        {"role": "user", "content": "Rain in Oslo?"},
+        {
+            "role": "assistant",
+            "content": "Let me check.",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": city_args}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": '{"rain_mm": 4}'},
+        {"role": "assistant", "content": "Yes, 4 mm."},
+    ]
+
+
+def test_a_trace_becomes_steps_with_canonical_calls(tmp_path):
+    """Each assistant turn is a step; a call's arguments are keyed in sorted order whatever the file's order;
+    the tool result is the next observation under the tool's name; a text reply is the last action."""
+    f = tmp_path / "t.jsonl"
+    f.write_text(_line(_trace(), id="w1", tools=[WEATHER], split="train"))
+    (traj,) = read_traces(f, 0.2)
+    assert traj.task_description == "Rain in Oslo?" and traj.split == "train" and traj.trajectory_id == "traces/w1"
+    first, last = traj.steps
+    assert first.observation == "User: Rain in Oslo?"
+    assert first.action == 'get_weather({"city": "Oslo", "days": 2})'  # commentary text dropped, keys sorted
+    assert last.observation == 'Tool get_weather: {"rain_mm": 4}' and last.action == "Yes, 4 mm."
+    assert first.admissible_actions == ['get_weather(<arguments: {"city": string, "days"?: integer}>)', REPLY_ENTRY]
+    assert first.action_admissible and last.action_admissible  # a listed tool's call; a text reply
+    f.write_text(_line(_trace(), id="w1"))  # no tool list: nothing is admissible, nothing listed
+    assert [(s.admissible_actions, s.action_admissible) for s in read_traces(f, 0.2)[0].steps] == [([], False)] * 2
+    # the same call with other argument order and spacing is the same action
+    f.write_text(_line(_trace('{"city":"Oslo",   "days":2}'), id="w1", tools=[WEATHER], split="train"))
+    assert read_traces(f, 0.2)[0].steps[0].action == first.action
+
+
+def test_template_entries_match_calls_of_their_tool_only():
+    entry = tool_template(WEATHER["function"])
+    assert in_actions(canonical_call("get_weather", {"city": "Lima"}), [entry])
+    assert not in_actions(canonical_call("book_flight", {"flight_id": "X1"}), [entry])
+    assert not in_actions("The weather is fine.", [entry])
+    assert in_actions("search[red shoes]", ["search[<query>]", "click[back to search]"])
+    assert not in_actions("search[]", ["search[<query>]"])  # a slot stands for some text
+    assert in_actions("now()", [tool_template({"name": "now"})]) is False  # no arguments: 'now({})' exactly
+    assert in_actions("now({})", [tool_template({"name": "now"})])
+
+
+def test_the_example_file_reads_with_a_stable_heldout_split():
+    trajs = read_traces(EXAMPLE, 0.2)
+    assert len(trajs) == 60 and len({t.task_id for t in trajs}) == 60
+    dev = [t.task_id for t in trajs if t.split == "dev"]
+    assert 3 <= len(dev) <= 21  # ~20% by a hash of the id
+    assert dev == [t.task_id for t in read_traces(EXAMPLE, 0.2) if t.split == "dev"]  # stable
+    assert not [t for t in read_traces(EXAMPLE, 0.0) if t.split == "dev"]
+    parallel = [s.action for t in trajs for s in t.steps if "; " in s.action and s.action.startswith("get_weather(")]
+    assert parallel and all("search_flights(" in a for a in parallel)  # two calls in one turn: one action
+    assert all(s.action_admissible for t in trajs for s in t.steps)  # every call names a listed tool
+
+
+@pytest.mark.parametrize(
+    ("record", "where"),
+    [
+        ('{"messages": [', ":1: not valid JSON"),
+        ('{"id": "a"}', ":1: field 'messages'"),
+        (_line(_trace('{"city": "Oslo"')), ":1: field 'messages[2].tool_calls[0].function.arguments': not valid JSON"),
+        (_line(_trace('["Oslo"]')), ":1: field 'messages[2].tool_calls[0].function.arguments': expected a JSON object"),
+        (_line([{"role": "assistant", "content": "hi"}]), ":1: field 'messages[0].role': an assistant turn before"),
+        (_line([{"role": "user", "content": "hi"}, {"role": "robot", "content": "x"}]), "field 'messages[1].role'"),
+        (_line([{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""}]), "'messages[1].content'"),
+        (_line([{"role": "user", "content": "hi"}]), "field 'messages': no assistant turn"),
+        (_line(_trace(), tools=[{"type": "function", "function": {}}]), "field 'tools[0].function.name'"),
+    ],
+)
+def test_bad_lines_name_file_line_and_field(tmp_path, record, where):
+    f = tmp_path / "bad.jsonl"
+    f.write_text(_line(_trace(), id="ok") + record.rstrip("\n").replace("\n", " ") + "\n")
+    with pytest.raises(RecordError) as err:
+        read_traces(f, 0.2)
+    assert str(err.value).startswith(f"{f}:2") and where.replace(":1:", ":2:") in str(err.value), err.value
+
+
+def test_duplicate_ids_and_bad_bytes_are_named(tmp_path):
+    f = tmp_path / "dup.jsonl"
+    f.write_text(_line(_trace(), id="x") + "\n" + _line(_trace(), id="x"))
+    with pytest.raises(RecordError, match=r"dup.jsonl:3: field 'id': 'x' is also the id of line 1"):
+        read_traces(f, 0.2)
+    f.write_bytes(_line(_trace(), id="y").encode() + b'{"messages": "\xff"}\n')
+    with pytest.raises(RecordError, match=r"dup.jsonl:2: not valid UTF-8"):
+        read_traces(f, 0.2)
+
+
+def test_prompts_list_templates_and_never_the_expert_action(tmp_path):
+    """The shown list is the templates: the expert's call and its text reply are forced in as the entries
+    they match, never spelled out (that would mark the expert); without tools the list stays empty."""
+    f = tmp_path / "t.jsonl"
+    f.write_text(_line(_trace(), id="w1", tools=[WEATHER]) + _line(_trace(), id="w2"))
+    with_tools, without = read_traces(f, 0.2)
+    for i in range(2):
+        state = trajectory_state(with_tools, i, history_k=2, max_shown=50)
+        assert state.admissible_actions == [tool_template(WEATHER["function"]), REPLY_ENTRY]
+        assert trajectory_state(without, i, history_k=2, max_shown=50).admissible_actions == []
+        small = trajectory_state(with_tools, i, history_k=2, max_shown=1)  # the bounded branch too
+        assert with_tools.steps[i].action not in small.admissible_actions
+
+
+def test_run_needs_the_file(tmp_path):
+    from nemo_act.experts import collect_experts
+
+    cfg = load_config(overrides=["benchmark=traces"])
+    with pytest.raises(FileNotFoundError, match="benchmark.path=FILE"):
+        collect_experts(cfg, "train", tmp_path / "e.jsonl")
+
+
+def test_experts_are_remade_when_the_file_changes(tmp_path):
+    from nemo_act.experts import collect_experts
+
+    f = tmp_path / "t.jsonl"
+    f.write_text(_line(_trace(), id="a", split="train"))
+    cfg = load_config(overrides=["benchmark=traces", f"benchmark.path={f}"])
+    out = tmp_path / "experts.jsonl"
+    assert collect_experts(cfg, "train", out).counts["episodes"] == 1
+    f.write_text(_line(_trace(), id="a", split="train") + _line(_trace(), id="b", split="train"))
+    assert collect_experts(cfg, "train", out).counts["episodes"] == 2
+
+
+def test_nemo_act_run_on_traces_end_to_end(tiny_model_dir, tmp_path):
+    """`nemo-act run conf/pipeline/act_il.yaml benchmark=traces benchmark.path=FILE` on the local engine:
+    experts and held-out experts from the file, pairs, ACT, IL, held-out selection before and after ACT,
+    and no env evaluation (there is no simulator)."""
+    run = tmp_path / "run"
+    cmd = [
+        sys.executable,
+        "-m",
+        "nemo_act.cli",
+        "run",
+        str(REPO / "conf" / "pipeline" / "act_il.yaml"),
+        "benchmark=traces",
+        f"benchmark.path={EXAMPLE}",
+        f"model.name_or_path={tiny_model_dir}",
+        "train=demo",
+        "pipeline.pairs_policy=random",
+        "train.act.max_steps=2",
+        "train.il.max_steps=2",
+        "train.il.logging_steps=1",
+        f"run_dir={run}",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "no env evaluation" in proc.stdout
+    # what a person reads: one bar per stage (IL's with its loss), the held-out selection lines, no library noise
+    out = proc.stdout + proc.stderr
+    assert "01_act: 100%" in out and "02_il: 100%" in out and "loss=" in out
+    assert "held-out selection, init:" in out and "held-out selection, 01_act:" in out
+    assert "FutureWarning" not in out and "{'loss'" not in out and "Loading weights" not in out
+    heldout = list(read_jsonl(run / "data" / "heldout_pairs.jsonl", Pair))
+    assert heldout and {p.benchmark for p in heldout} == {"traces"}
+    dev = {t.task_id for t in read_traces(EXAMPLE, 0.2) if t.split == "dev"}
+    assert {p.state_id.split("/")[1] for p in heldout} <= dev  # held-out pairs come from held-out traces only
+    for name in ("init", "01_act"):
+        sel = json.loads((run / "selection" / f"{name}.json").read_text())
+        assert sel["free"]["accuracy"]["n"] == len(heldout)
+    for stage in ("01_act", "02_il"):
+        assert json.loads((run / "stages" / stage / "stage.json").read_text())["complete"]
+    log = json.loads((run / "run.json").read_text())
+    assert log["eval"] == {} and log["final_checkpoint"].endswith("02_il")
+
+
+def test_report_to_tensorboard_writes_event_files_beside_the_stage(tiny_model_dir, tmp_path):
+    """``train.report_to=[tensorboard]`` logs through the trainer's TensorBoard integration into
+    ``<stage>/tensorboard`` (kept: ``checkpoints/`` is removed when a stage finishes)."""
+    from nemo_act import stage_data
+    from nemo_act.engines.local.stages import train_stage
+
+    cfg = load_config(
+        overrides=[
+            "benchmark=traces", f"benchmark.path={EXAMPLE}", "train.report_to=[tensorboard]", "train.il.max_steps=2",
+            "train.il.logging_steps=1", "train.il.batch_size=2", "train.il.grad_accum=1",
+        ]
+    )  # fmt: skip
+    rows = stage_data.il_rows(read_traces(EXAMPLE, 0.2)[:2], cfg)
+    out = train_stage("il", str(tiny_model_dir), rows, cfg, tmp_path / "01_il")
+    events = list((out / "tensorboard").rglob("events.out.tfevents.*"))
+    assert events and b"train/loss" in b"".join(e.read_bytes() for e in events)
+    assert not (out / "checkpoints" / "runs").exists()
