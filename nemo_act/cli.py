@@ -104,6 +104,24 @@ def cmd_pairs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reflection(args: argparse.Namespace) -> int:
+    """Build a reflection baseline's data (Early Experience) and print kept/dropped counts per reason."""
+    from nemo_act.generation import make_generator
+    from nemo_act.reflection.early_experience import build_early_experience
+
+    cfg = _cfg(args)
+    summary = build_early_experience(
+        cfg, args.experts, make_generator(args.policy, cfg), args.out, args.workers or cfg.pipeline.eval.workers
+    )
+    c = summary.counts
+    dropped = ", ".join(f"{n} {reason}" for reason, n in c["dropped"].items()) or "none"
+    print(
+        f"{c['kept']} of {c['states']} reflections kept -> {summary.out}\n"
+        f"dropped: {dropped}; alternatives: {c['alternatives']}; actions executed in the env: {c['executed']}"
+    )
+    return 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     """Print the prompts of one pair (what the model sees)."""
     from nemo_act.data.io import read_jsonl
@@ -348,6 +366,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="pairs JSONL")
     _add_common(p)
     p.set_defaults(func=cmd_pairs)
+
+    p = sub.add_parser("reflection", help="build a reflection baseline's data (Early Experience)")
+    p.add_argument("method", choices=["ee"], help="ee: Early Experience self-reflection (+ world-modelling rows)")
+    p.add_argument("--experts", required=True, help="expert trajectories JSONL (a benchmark with a live env)")
+    p.add_argument("--policy", required=True, help="the initial policy: samples alternatives, writes reflections")
+    p.add_argument("--workers", type=int, default=None, help="env worker processes (default: pipeline.eval.workers)")
+    p.add_argument("--out", required=True, help="build folder (reflections.jsonl is the audit file)")
+    _add_common(p)
+    p.set_defaults(func=cmd_reflection)
 
     p = sub.add_parser("show", help="print the ACT and action prompts of one pair")
     p.add_argument("--pairs", required=True)

@@ -125,7 +125,7 @@ def run_demo(out: Path, cfg: ExperimentConfig) -> int:
         update={"il": cfg.train.il.model_copy(update={"max_steps": cfg.demo.warmup_steps})}
     )
     warm = PipelineRunner(cfg.model_copy(update={"train": warm_train}), out / "warmup", data_dir=data, console=console)
-    init = warm.run_stage(0, "il", str(model_dir), experts, None, rows=rows, data=format_pairs)
+    init = warm.run_stage(0, "il", str(model_dir), {"experts": experts}, rows=rows, data=format_pairs)
     lap("warm-up", t)
 
     runs = []

@@ -153,7 +153,7 @@ def build_outcome(
     )
 
 
-def _request(traj: Trajectory, index: int, cfg: ExperimentConfig) -> GenerationRequest:
+def sampling_request(traj: Trajectory, index: int, cfg: ExperimentConfig) -> GenerationRequest:
     """The sampling request of one expert state (action-generation prompt, as at test time)."""
     state = trajectory_state(traj, index, cfg.prompt.history_k, cfg.benchmark.max_admissible_shown)
     return GenerationRequest(
@@ -258,7 +258,8 @@ def collect_pairs(
                 batch = [(t, i) for t, i in states[start : start + batch_size] if state_id(t, i) not in done]
                 if not batch:
                     continue
-                samples = generator.generate([_request(t, i, cfg) for t, i in batch], k, cfg.pairs.sampling, seed)
+                requests = [sampling_request(t, i, cfg) for t, i in batch]
+                samples = generator.generate(requests, k, cfg.pairs.sampling, seed)
                 log.append(
                     build_outcome(t, i, s, cfg, generator.name, seed) for (t, i), s in zip(batch, samples, strict=True)
                 )

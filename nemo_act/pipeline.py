@@ -40,7 +40,7 @@ from nemo_act.data.io import read_jsonl, write_text_atomic
 from nemo_act.data.manifest import file_sha256
 from nemo_act.data.records import Pair
 from nemo_act.quiet import quiet_libraries
-from nemo_act.stage_kinds import needs_pairs, stage_config, stage_experiment, stage_kind
+from nemo_act.stage_kinds import data_steps, needs_pairs, stage_config, stage_experiment, stage_kind
 
 
 def _hash(obj: Any) -> str:
@@ -161,14 +161,29 @@ class PipelineRunner:
         collect_pairs(experts, make_generator(policy, self.cfg), self.cfg, out)
         return out
 
+    def early_experience(self, experts: Path) -> Path:
+        """Build (or reuse) the Early Experience audit file of ``experts`` with the initial policy."""
+        from nemo_act.generation import make_generator
+        from nemo_act.reflection.early_experience import build_early_experience
+
+        folder = self.data_dir / "early_experience"
+        if self.isolate:
+            self._step("early_experience", str(experts))
+            return folder / "reflections.jsonl"
+        summary = build_early_experience(
+            self.cfg, experts, make_generator(self.init, self.cfg), folder, self.cfg.pipeline.eval.workers
+        )
+        c = summary.counts
+        self.console.print(f"early experience: {c['kept']} of {c['states']} reflections kept; dropped {c['dropped']}")
+        return summary.out
+
     # ---- stages -----------------------------------------------------------------------------------
     def run_stage(
         self,
         index: int,
         kind: str,
         init: str,
-        experts: Path,
-        pairs: Path | None,
+        inputs: dict[str, Path | None],
         rows: list[dict[str, Any]] | None = None,
         data: Path | None = None,
     ) -> str:
@@ -178,8 +193,8 @@ class PipelineRunner:
             index: Position in the pipeline (folder ``NN_kind``).
             kind: Stage kind.
             init: Starting checkpoint.
-            experts: Expert trajectories (IL, RL).
-            pairs: ACT pairs (ACT and the same-pair controls).
+            inputs: The data files by kind (``experts``, ``pairs``, ``early_experience``): each stage
+                reads the one its table entry names.
             rows: Ready-made rows instead of the kind's own (the demo's warm-up); then ``data`` is
                 the file they were made from, for the fingerprint.
             data: See ``rows``.
@@ -188,9 +203,9 @@ class PipelineRunner:
         from nemo_act.engines import train_stage
 
         out = self.dir / "stages" / f"{index:02d}_{kind}"
-        data = data or (pairs if stage_kind(kind).data == "pairs" else experts)
+        data = data or inputs.get(stage_kind(kind).data)
         if data is None:
-            raise ValueError(f"stage {kind} needs pairs")
+            raise ValueError(f"stage {kind} needs {stage_kind(kind).data}")
         fp = stage_fingerprint(kind, init, data, self.cfg)
         marker = out / "stage.json"
         if marker.exists():
@@ -308,15 +323,18 @@ class PipelineRunner:
                 raise ValueError(f"{self.dir}: no finished stage to evaluate")
             return self._evaluate(checkpoints)
         experts = self.experts("experts")
-        pairs = heldout_pairs = None
+        inputs: dict[str, Path | None] = {"experts": experts}
+        heldout_pairs = None
         if has_pairs:
-            pairs = self.pairs(experts, "pairs.jsonl")
+            inputs["pairs"] = self.pairs(experts, "pairs.jsonl")
             heldout_pairs = self.pairs(self.experts("heldout"), "heldout_pairs.jsonl")
             self.log["selection"] = {"init": self.selection("init", self.init, heldout_pairs)}
+        if "early_experience" in data_steps(stages):
+            inputs["early_experience"] = self.early_experience(experts)
         ckpt = self.init
         checkpoints = []
         for i, kind in enumerate(stages, start=1):
-            ckpt = self.run_stage(i, kind, ckpt, experts, pairs)
+            ckpt = self.run_stage(i, kind, ckpt, inputs)
             checkpoints.append(ckpt)
             if stage_kind(kind).selection_eval and heldout_pairs is not None:
                 self.log["selection"][Path(ckpt).name] = self.selection(Path(ckpt).name, ckpt, heldout_pairs)
@@ -371,10 +389,14 @@ class PipelineRunner:
             add("experts", py("experts"), f"{cfg.benchmark.name} {held.split}", data / "heldout_experts.jsonl")
             add("pairs", py("pairs"), f"heldout_experts.jsonl, policy {policy}", data / "heldout_pairs.jsonl")
             add("selection", py("selection"), f"{self.init}, heldout_pairs.jsonl", d / "selection" / "init.json")
+        files = {"experts": "experts.jsonl", "pairs": "pairs.jsonl", "early_experience": "reflections.jsonl"}
+        if "early_experience" in data_steps(cfg.pipeline.stages):
+            ee = data / "early_experience" / "reflections.jsonl"
+            add("early_experience", py("early_experience"), f"experts.jsonl, policy {self.init}", ee)
         ckpt, checkpoints = self.init, []
         for i, kind in enumerate(cfg.pipeline.stages, start=1):
             out = d / "stages" / f"{i:02d}_{kind}"
-            rows_from = "pairs.jsonl" if stage_kind(kind).data == "pairs" else "experts.jsonl"
+            rows_from = files[stage_kind(kind).data]
             if self.isolate:
                 add(f"train {kind}", py("driver"), f"{ckpt}, {rows_from}", out / "checkpoints")
                 add(f"export {kind}", py("export"), f"{out / 'checkpoints'}/step_<last>", out)
@@ -439,7 +461,7 @@ class PipelineRunner:
         return [dict(r, ok="ok" if r["ok"] else "missing") for r in rows]
 
 
-STEPS = ("pairs", "selection", "evaluate")
+STEPS = ("pairs", "early_experience", "selection", "evaluate")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -460,6 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     runner.isolate = False
     if a.step == "pairs":
         runner.pairs(Path(a.args[0]), a.args[1])
+    elif a.step == "early_experience":
+        runner.early_experience(Path(a.args[0]))
     elif a.step == "selection":
         runner.selection(a.args[0], a.args[1], Path(a.args[2]))
     else:

@@ -7,7 +7,11 @@ data processors both take (``prompt`` is a list of chat messages):
 * ``sft_choice``: selection prompt -> ``<action>expert</action>`` (same pairs, SFT objective);
 * ``dpo``: action-generation prompt, chosen = expert action, rejected = the alternative;
 * ``il``: action-generation prompt -> ``<action>expert</action>`` for every expert state;
-* ``rl``: action-generation prompt + expert action and the full admissible list for the reward.
+* ``rl``: action-generation prompt + expert action and the full admissible list for the reward;
+* ``ee``: action-generation prompt -> kept reflection + ``<action>expert</action>``, mixed with plain
+  ``il`` rows (``early_experience.expert_rows_per_reflection``);
+* ``ee_wm``: the world-modelling prompt of each executed action -> the env's next observation, mixed the
+  same way.
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from typing import Any
 
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import read_all
+from nemo_act.data.manifest import read_manifest
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.generation.simple import wrap_action
-from nemo_act.prompts.render import as_messages, generation_prompt, selection_prompt
+from nemo_act.prompts.render import as_messages, generation_prompt, selection_prompt, world_model_prompt
 from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
-from nemo_act.seeding import key_digest
+from nemo_act.reflection.early_experience import ReflectionRecord, reflection_body
+from nemo_act.seeding import key_digest, key_rng
 
 Row = dict[str, Any]
 
@@ -124,7 +130,7 @@ def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig) -> list[Row]:
 
     Args:
         kind: Stage kind.
-        data: Pairs or expert-trajectory JSONL.
+        data: Pairs, expert-trajectory or Early Experience audit JSONL.
         cfg: The config the stage renders prompts with (see ``stage_experiment``).
     """
     from nemo_act.stage_kinds import stage_kind
@@ -133,4 +139,50 @@ def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig) -> list[Row]:
     build = globals()[spec.rows]
     if spec.data == "pairs":
         return build(read_all(data, Pair, "pairs"), cfg)
+    if spec.data == "early_experience":  # the audit file; its manifest names the experts it was built from
+        experts = read_manifest(data)["inputs"]["experts"]["path"]
+        return build(read_all(data, ReflectionRecord, "reflections"), read_all(experts, Trajectory, "experts"), cfg)
     return build(read_all(data, Trajectory, "expert trajectories"), cfg)
+
+
+def _mixed(rows: list[Row], trajectories: Sequence[Trajectory], cfg: ExperimentConfig, tag: str) -> list[Row]:
+    """``rows`` plus ``expert_rows_per_reflection`` x as many plain IL rows, drawn with a fixed seed."""
+    plain = il_rows(trajectories, cfg)
+    n = min(round(cfg.early_experience.expert_rows_per_reflection * len(rows)), len(plain))
+    return rows + key_rng(tag, cfg.early_experience.seed).sample(plain, n)
+
+
+def ee_rows(
+    records: Sequence[ReflectionRecord], trajectories: Sequence[Trajectory], cfg: ExperimentConfig
+) -> list[Row]:
+    """Early Experience rows: each kept reflection, then the expert action, after the action-generation prompt."""
+    by_id = {t.trajectory_id: t for t in trajectories}
+    rows = []
+    for r in records:
+        if not r.kept or r.reflection is None:
+            continue
+        traj = by_id[r.trajectory_id]
+        state = trajectory_state(traj, r.index, cfg.prompt.history_k, cfg.benchmark.max_admissible_shown)
+        rows.append(
+            {
+                "prompt": as_messages(generation_prompt(state, traj.benchmark, cfg.prompt)),
+                "completion": _assistant(f"{reflection_body(r.reflection)}\n{wrap_action(r.expert_action)}"),
+            }
+        )
+    return _mixed(rows, trajectories, cfg, "ee-mix")
+
+
+def world_model_rows(
+    records: Sequence[ReflectionRecord], trajectories: Sequence[Trajectory], cfg: ExperimentConfig
+) -> list[Row]:
+    """Implicit world-modelling rows: for every executed action of a state, predict the env's next observation."""
+    by_id = {t.trajectory_id: t for t in trajectories}
+    rows = []
+    for r in records:
+        traj = by_id[r.trajectory_id]
+        state = trajectory_state(traj, r.index, cfg.prompt.history_k, cfg.benchmark.max_admissible_shown)
+        for c in r.candidates:
+            if c.observation is not None:
+                prompt = world_model_prompt(state, c.action, traj.benchmark, cfg.prompt)
+                rows.append({"prompt": as_messages(prompt), "completion": _assistant(c.observation.strip())})
+    return _mixed(rows, trajectories, cfg, "wm-mix")

@@ -25,7 +25,8 @@ class StageKind:
     Attributes:
         name: The kind, as written in ``pipeline.stages``.
         algorithm: ``grpo``, ``sft`` or ``dpo`` (TRL's trainers; NeMo-RL's algorithms).
-        data: What it consumes: ``pairs`` (ACT pairs) or ``experts`` (expert trajectories).
+        data: What it consumes: ``pairs`` (ACT pairs), ``experts`` (expert trajectories) or a file a data
+            step writes from them (``early_experience``: :mod:`nemo_act.reflection.early_experience`).
         rows: Name of its row builder in :mod:`nemo_act.stage_data`.
         prompt: ``selection`` (the ACT prompt over two candidates) or ``generation`` (act directly).
         reward: GRPO reward: ``selection`` (names the better candidate) or ``action`` (the expert's action).
@@ -37,7 +38,7 @@ class StageKind:
 
     name: str
     algorithm: Literal["grpo", "sft", "dpo"]
-    data: Literal["pairs", "experts"]
+    data: Literal["pairs", "experts", "early_experience"]
     rows: str
     prompt: Literal["selection", "generation"]
     reward: Literal["selection", "action"] | None
@@ -63,6 +64,10 @@ STAGE_KINDS: dict[str, StageKind] = {
                   summary="imitation learning: SFT on expert actions"),
         StageKind("rl", "grpo", "experts", "rl_rows", "generation", "action", "rl",
                   summary="RL: GRPO on direct action generation, rewarded for the expert's action"),
+        StageKind("ee", "sft", "early_experience", "ee_rows", "generation", None, "il",
+                  summary="baseline: Early Experience, SFT on a self-reflection + the expert action (IL's budget)"),
+        StageKind("ee_wm", "sft", "early_experience", "world_model_rows", "generation", None, "il",
+                  summary="baseline: Early Experience, implicit world modelling (predict next observations)"),
     )
 }  # fmt: skip
 
@@ -86,6 +91,12 @@ def stage_experiment(kind: str, cfg: ExperimentConfig) -> ExperimentConfig:
     if not settings:
         return cfg
     return cfg.model_copy(update={"prompt": cfg.prompt.model_copy(update=settings)})
+
+
+def data_steps(stages: list[str]) -> list[str]:
+    """The data a pipeline of these stages consumes, in the order the runner builds it (experts first)."""
+    wanted = {stage_kind(k).data for k in stages}
+    return [d for d in ("experts", "pairs", "early_experience") if d in wanted or d == "experts"]
 
 
 def needs_pairs(stages: list[str]) -> bool:

@@ -23,7 +23,7 @@ from nemo_act.data import Pair, read_jsonl  # noqa: E402
 from nemo_act.engines.nemo_rl.processors import grpo_datum  # noqa: E402
 from nemo_act.generation import RandomGenerator  # noqa: E402
 from nemo_act.pairs import collect_pairs  # noqa: E402
-from nemo_act.stage_kinds import stage_kind  # noqa: E402
+from nemo_act.stage_kinds import STAGE_KINDS, stage_kind  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_registered_selection_env_scores_a_rollout_batch(local_ray, sw_experts, 
     assert set(ENVIRONMENTS) == {"act_selection", "act_action"}
 
 
-KINDS = ("act", "act_noreason", "rl", "il", "sft_choice", "dpo")
+KINDS = tuple(STAGE_KINDS)  # every kind of the table, the baselines' included
 
 
 def test_every_recipe_and_stage_validates_against_the_pinned_master_config(tmp_path):

@@ -183,3 +183,15 @@ def test_templates_live_in_files():
     folder = Path(__file__).resolve().parents[1] / "nemo_act" / "prompts" / "templates"
     names = {p.name for p in folder.glob("*.txt")}
     assert {"act_selection.txt", "action_generation.txt", "act_instruction.txt"} <= names
+
+
+def test_every_preamble_is_one_line_ending_in_a_newline():
+    """A preamble is put before the prompt's first line: without its newline the two lines run together."""
+    from importlib import resources
+
+    folder = resources.files("nemo_act.prompts") / "templates"
+    preambles = [p for p in folder.iterdir() if p.name.startswith("preamble.")]
+    assert len(preambles) >= 4
+    for p in preambles:
+        text = p.read_text(encoding="utf-8")
+        assert text.endswith("\n") and text.count("\n") == 1, p.name

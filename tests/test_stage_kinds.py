@@ -6,7 +6,7 @@ from nemo_act import stage_data
 from nemo_act.config import ConfigError, load_config
 from nemo_act.engines.nemo_rl import recipe
 from nemo_act.engines.nemo_rl.processors import task_name
-from nemo_act.stage_kinds import STAGE_KINDS, needs_pairs, stage_config, stage_experiment, stage_kind
+from nemo_act.stage_kinds import STAGE_KINDS, data_steps, needs_pairs, stage_config, stage_experiment, stage_kind
 
 
 @pytest.mark.parametrize("name", list(STAGE_KINDS))
@@ -30,3 +30,6 @@ def test_the_schema_reads_the_table():
 
 def test_the_runner_derives_its_data_steps_from_the_stages():
     assert needs_pairs(["act", "il", "rl"]) and needs_pairs(["dpo"]) and not needs_pairs(["il", "rl"])
+    assert data_steps(["il", "rl"]) == ["experts"]
+    assert data_steps(["ee", "rl"]) == data_steps(["ee_wm"]) == ["experts", "early_experience"]
+    assert data_steps(["act", "ee"]) == ["experts", "pairs", "early_experience"]

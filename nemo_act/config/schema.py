@@ -148,6 +148,22 @@ class PairsConfig(_Strict):
     )
 
 
+class EarlyExperienceConfig(_Strict):
+    """The Early Experience self-reflection baseline's data (Zhang et al. 2025; prompts ours)."""
+
+    k: int = Field(gt=0, description="Alternatives executed per expert state (paper: 3).")
+    seed: int
+    sampling: SamplingConfig = Field(description="Policy samples for the alternatives.")
+    reflection_sampling: SamplingConfig = Field(description="The initial policy writing the reflection.")
+    expert_rows_per_reflection: float = Field(
+        ge=0, description="Plain expert-action rows mixed in per kept reflection row (1.0: as many as reflections)."
+    )
+    max_quoted_words: int = Field(
+        gt=0, description="A reflection repeating this many consecutive words of the expert's outcome narrates it."
+    )
+    chunk: int = Field(gt=0, description="States per generation call (and per resumable append).")
+
+
 class EvalConfig(_Strict):
     """Evaluation protocol knobs shared by all benchmarks."""
 
@@ -341,6 +357,7 @@ class ExperimentConfig(_Strict):
     rewards: RewardsConfig
     generation: GenerationConfig
     pairs: PairsConfig
+    early_experience: EarlyExperienceConfig
     eval: EvalConfig
     env: EnvRuntimeConfig
     engine: EngineConfig

@@ -7,6 +7,8 @@ Templates are the ``*.txt`` files in ``nemo_act/prompts/templates``; this module
   no-reasoning control).
 * Action generation (``action_generation.txt``): the prompt of IL, RL and evaluation; CoT and no-CoT
   differ only by the paper's instruction "Think step by step ...".
+* Early Experience (``ee_reflection.txt``, ``ee_outcome_item.txt``, ``wm_prediction.txt``): ours, for the
+  reflection baseline and its world-modelling variant (docs/method.md "Reflection baselines").
 * Per-benchmark variants: ``preamble.<benchmark>.txt`` is put before either prompt when
   ``prompt.preamble`` is on (the paper's per-benchmark figures are not in our copy; the preambles
   are ours, in verl-agent's wording).
@@ -103,6 +105,36 @@ def generation_prompt(state: State, benchmark: str, cfg: PromptConfig) -> str:
     """
     instruction = template("action_instruction_cot" if cfg.cot else "action_instruction_no_cot")
     body = template("action_generation").format(**_state_fields(state, cfg), instruction=instruction)
+    return _preamble(benchmark, cfg) + body
+
+
+def reflection_prompt(
+    state: State, outcomes: Sequence[tuple[str, str]], action: str, benchmark: str, cfg: PromptConfig
+) -> str:
+    """Render the Early Experience reflection prompt (``ee_reflection.txt``, ours).
+
+    Args:
+        state: The decision state.
+        outcomes: (action, the observation the env showed right after it), in the order shown; the
+            caller shuffles them so the expert's place says nothing.
+        action: The action the reflection must argue for (the expert's).
+        benchmark: Benchmark name (chooses the preamble).
+        cfg: Prompt settings (observation cut).
+
+    Returns:
+        The user message text.
+    """
+    items = "\n".join(
+        template("ee_outcome_item").format(action=a, observation=_cut(o, cfg.max_observation_chars))
+        for a, o in outcomes
+    )
+    body = template("ee_reflection").format(**_state_fields(state, cfg), outcomes=items, action=action)
+    return _preamble(benchmark, cfg) + body
+
+
+def world_model_prompt(state: State, action: str, benchmark: str, cfg: PromptConfig) -> str:
+    """Render the implicit world-modelling prompt (``wm_prediction.txt``, ours): predict an action's outcome."""
+    body = template("wm_prediction").format(**_state_fields(state, cfg), action=action)
     return _preamble(benchmark, cfg) + body
 
 

@@ -1,0 +1,142 @@
+"""Env branching: from a recorded expert state, execute candidate actions and record what the env shows.
+
+The reflection baselines (Early Experience, SAND, Agent-R) need the outcome of actions the expert did
+not take. A state is restored by replaying the expert's action prefix in a fresh episode of the
+benchmark's live env (:func:`nemo_act.benchmarks.base.restore`, which checks every replayed observation
+against the record), then one candidate is executed; every candidate gets its own replay, so no
+candidate sees another's effects.
+
+Work runs on the env worker pool (:class:`~nemo_act.evaluation.pool.EnvPool`): one state per pool call,
+every env call under ``env.call_timeout_s``; a worker that hangs or dies is replaced and the state is
+replayed up to ``env.max_restarts`` times, then recorded as failed with the reason. Results are appended
+per state (:class:`~nemo_act.data.io.ResumableJsonl`), so a killed build resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+from tqdm.auto import tqdm
+
+from nemo_act.benchmarks.base import DivergenceError, adapter_of, as_observation, restore
+from nemo_act.config.schema import BenchmarkConfigBase, ExperimentConfig
+from nemo_act.data.io import ResumableJsonl, read_jsonl
+from nemo_act.data.records import Trajectory, _Record
+from nemo_act.evaluation.pool import EnvPool, with_deadline
+from nemo_act.prompts.state import state_id
+
+
+class Outcome(_Record):
+    """What the env showed after one candidate action from a restored state."""
+
+    action: str
+    observation: str = Field(description="The env's observation right after the action.")
+    score: float
+    done: bool
+
+
+class BranchRecord(_Record):
+    """Every candidate's outcome at one expert state (one line of a branching file)."""
+
+    state_id: str
+    trajectory_id: str
+    index: int = Field(description="Step index of the state in its trajectory.")
+    status: Literal["ok", "failed"]
+    reason: str | None = Field(default=None, description="Why the state failed (divergence, a lost env, an error).")
+    outcomes: list[Outcome] = Field(default_factory=list)
+
+
+class Brancher:
+    """Restores states and executes candidates in one live env of a pool worker (built there: picklable).
+
+    Args:
+        cfg: The benchmark; its adapter's ``env_factory`` builds the env.
+        call_timeout: Deadline of every env call (``env.call_timeout_s``).
+    """
+
+    def __init__(self, cfg: BenchmarkConfigBase, call_timeout: float | None) -> None:
+        factory = adapter_of(cfg).env_factory(cfg, False)
+        if factory is None:
+            raise ValueError(f"benchmark '{cfg.name}' has no live env: its states cannot be branched")
+        self._raw = factory()
+        self.env = with_deadline(self._raw, call_timeout)
+
+    def execute(self, trajectory_json: str, index: int, actions: list[str]) -> str:
+        """Outcomes of ``actions`` at step ``index`` of a trajectory, as a :class:`BranchRecord` (JSON)."""
+        traj = Trajectory.model_validate_json(trajectory_json)
+        record = {"state_id": state_id(traj, index), "trajectory_id": traj.trajectory_id, "index": index}
+        outcomes = []
+        try:
+            for action in actions:
+                restore(self.env, traj, index)
+                nxt = as_observation(self.env.step(action))
+                outcomes.append(Outcome(action=action, observation=nxt.observation, score=nxt.score, done=nxt.done))
+        except DivergenceError as err:
+            return BranchRecord(**record, status="failed", reason=f"diverged: {err}").model_dump_json()
+        return BranchRecord(**record, status="ok", outcomes=outcomes).model_dump_json()
+
+    def close(self) -> None:
+        """Close the env."""
+        self._raw.close()
+
+
+def branch_states(
+    cfg: ExperimentConfig,
+    requests: Sequence[tuple[Trajectory, int, list[str]]],
+    out: str | Path,
+    workers: int,
+    progress: bool = True,
+) -> list[BranchRecord]:
+    """Execute candidate actions at expert states; append one record per state to ``out`` (resumable).
+
+    Args:
+        cfg: Experiment config (``benchmark``, ``env.call_timeout_s``, ``env.max_restarts``).
+        requests: (trajectory, step index, candidate actions) per state.
+        out: JSONL of :class:`BranchRecord` (``<out>.partial`` until every state is done).
+        workers: Env worker processes.
+        progress: Show a progress bar.
+
+    Returns:
+        Every state's record, in request order (those of an earlier, interrupted run included).
+
+    Raises:
+        ValueError: ``out`` is a finished file made for other states.
+    """
+    out = Path(out)
+    by_id = {state_id(t, i): (t, i, a) for t, i, a in requests}
+    if len(by_id) != len(requests):
+        raise ValueError("branch_states: a state is requested twice")
+    if out.exists():
+        finished = {r.state_id: r for r in read_jsonl(out, BranchRecord)}
+        missing = [sid for sid in by_id if sid not in finished]
+        if missing:
+            raise ValueError(f"{out}: finished, but lacks {len(missing)} requested states ({missing[0]}, ...)")
+        return [finished[sid] for sid in by_id]
+    log = ResumableJsonl(out, BranchRecord, key="state_id")
+    done = log.done_keys
+    todo = [sid for sid in by_id if sid not in done]
+    bar = tqdm(total=len(by_id), initial=len(by_id) - len(todo), desc="branching", unit="state", disable=not progress)
+    if todo:
+        brancher = functools.partial(Brancher, cfg.benchmark, cfg.env.call_timeout_s)
+        with bar, EnvPool(brancher, min(workers, len(todo)), 1) as pool:
+            calls = ((sid, "execute", (by_id[sid][0].model_dump_json(), by_id[sid][1], by_id[sid][2])) for sid in todo)
+            for sid, status, value in pool.imap(calls, cfg.env.max_restarts):
+                traj, index, _ = by_id[sid]
+                if status == "ok":
+                    rec = BranchRecord.model_validate_json(value)
+                else:  # the env raised, or its worker was lost more than env.max_restarts times
+                    rec = BranchRecord(
+                        state_id=sid, trajectory_id=traj.trajectory_id, index=index, status="failed", reason=value
+                    )
+                log.append([rec])
+                bar.set_postfix(failed=sum(r.status == "failed" for r in log.records))
+                bar.update(1)
+    else:
+        bar.close()
+    log.finish()
+    records: dict[str, Any] = {r.state_id: r for r in log.records}
+    return [records[sid] for sid in by_id]

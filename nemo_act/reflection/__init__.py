@@ -1,0 +1,1 @@
+"""The reflection baselines of the ACT paper (Early Experience, SAND, Agent-R): data builders."""
