@@ -152,17 +152,22 @@ def _mixed(rows: list[Row], trajectories: Sequence[Trajectory], cfg: ExperimentC
     return rows + key_rng(tag, cfg.early_experience.seed).sample(plain, n)
 
 
+def _record_states(records: Sequence[ReflectionRecord], trajectories: Sequence[Trajectory], cfg: ExperimentConfig):
+    """Each audit record with its trajectory and decision state."""
+    by_id = {t.trajectory_id: t for t in trajectories}
+    for r in records:
+        traj = by_id[r.trajectory_id]
+        yield r, traj, trajectory_state(traj, r.index, cfg.prompt.history_k, cfg.benchmark.max_admissible_shown)
+
+
 def ee_rows(
     records: Sequence[ReflectionRecord], trajectories: Sequence[Trajectory], cfg: ExperimentConfig
 ) -> list[Row]:
     """Early Experience rows: each kept reflection, then the expert action, after the action-generation prompt."""
-    by_id = {t.trajectory_id: t for t in trajectories}
     rows = []
-    for r in records:
+    for r, traj, state in _record_states(records, trajectories, cfg):
         if not r.kept or r.reflection is None:
             continue
-        traj = by_id[r.trajectory_id]
-        state = trajectory_state(traj, r.index, cfg.prompt.history_k, cfg.benchmark.max_admissible_shown)
         rows.append(
             {
                 "prompt": as_messages(generation_prompt(state, traj.benchmark, cfg.prompt)),
@@ -176,11 +181,8 @@ def world_model_rows(
     records: Sequence[ReflectionRecord], trajectories: Sequence[Trajectory], cfg: ExperimentConfig
 ) -> list[Row]:
     """Implicit world-modelling rows: for every executed action of a state, predict the env's next observation."""
-    by_id = {t.trajectory_id: t for t in trajectories}
     rows = []
-    for r in records:
-        traj = by_id[r.trajectory_id]
-        state = trajectory_state(traj, r.index, cfg.prompt.history_k, cfg.benchmark.max_admissible_shown)
+    for r, traj, state in _record_states(records, trajectories, cfg):
         for c in r.candidates:
             if c.observation is not None:
                 prompt = world_model_prompt(state, c.action, traj.benchmark, cfg.prompt)

@@ -87,12 +87,16 @@ settings.load_profile("repeatable")
 
 # `make test-fast` runs what needs no JVM, no benchmark data, no model training and no subprocess-heavy
 # launcher: the tests of pure logic (rewards, records, prompts, configs, layouts, pools). A test lands in
-# the slow lane when it asks for one of these fixtures or is marked slow; it still runs in `make test`.
+# the slow lane when it asks for one of these fixtures, is marked slow, or is in a module of whole processes
+# (the Slurm launchers with their stand-ins, the wheel build, the CLI run as a command); it still runs in
+# `make test`.
 _HEAVY_FIXTURES = {"scienceworld", "sw_experts", "benchmarks_dir", "tiny_model_dir", "random_pairs"}
+_PROCESS_MODULES = {"test_slurm.py", "test_wheel.py", "test_cli.py"}
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark tests that need the JVM, the shared benchmark data or a trained model as ``heavy``."""
+    """Mark tests that need the JVM, the shared benchmark data, a trained model or whole processes ``heavy``."""
     for item in items:
-        if _HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("slow"):
+        heavy = _HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("slow")
+        if heavy or item.path.name in _PROCESS_MODULES:
             item.add_marker(pytest.mark.heavy)

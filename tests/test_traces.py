@@ -127,7 +127,7 @@ def test_duplicate_ids_and_bad_bytes_are_named(tmp_path):
     with pytest.raises(RecordError, match=r"dup.jsonl:3: field 'id': 'x' is also the id of line 1"):
         read_traces(f, 0.2)
     f.write_bytes(_line(_trace(), id="y").encode() + b'{"messages": "\xff"}\n')
-    with pytest.raises(RecordError, match=r"dup.jsonl:2: not valid UTF-8"):
+    with pytest.raises(RecordError, match=r"dup.jsonl:2: not UTF-8 text"):
         read_traces(f, 0.2)
 
 

@@ -48,7 +48,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from nemo_act.config.schema import BenchmarkConfigBase
-from nemo_act.data.io import RecordError
+from nemo_act.data.io import RecordError, iter_json
 from nemo_act.data.records import Step, Trajectory
 from nemo_act.rewards import in_actions
 from nemo_act.seeding import key_int
@@ -259,24 +259,13 @@ def read_traces(path: str | Path, heldout_share: float) -> list[Trajectory]:
     path = Path(path)
     trajs: list[Trajectory] = []
     seen: dict[str, int] = {}
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            where = _Line(path, lineno)
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise RecordError(f"{path}:{lineno}: not valid UTF-8 (byte {err.start})") from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise RecordError(f"{path}:{lineno}: not valid JSON: {err.msg} (column {err.colno})") from None
-            traj = read_trace(record, where, heldout_share)
-            if traj.task_id in seen:
-                raise where.error("id", f"'{traj.task_id}' is also the id of line {seen[traj.task_id]}")
-            seen[traj.task_id] = lineno
-            trajs.append(traj)
+    for lineno, record in iter_json(path):
+        where = _Line(path, lineno)
+        traj = read_trace(record, where, heldout_share)
+        if traj.task_id in seen:
+            raise where.error("id", f"'{traj.task_id}' is also the id of line {seen[traj.task_id]}")
+        seen[traj.task_id] = lineno
+        trajs.append(traj)
     return trajs
 
 

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nemo_act.benchmarks.base import Observation
 from nemo_act.config.schema import BenchmarkConfigBase
-from nemo_act.data.io import RecordError
+from nemo_act.data.io import RecordError, iter_json
 from nemo_act.data.records import Step, Trajectory
 
 SEP = " [SEP] "
@@ -236,13 +236,9 @@ def read_session_log(path: str | Path, catalog: dict[str, Product]) -> Trajector
     """
     path = Path(path)
     entries: list[tuple[int, dict]] = []
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise RecordError(f"{path}:{lineno}: not valid JSON: {err.msg}") from err
+    for lineno, entry in iter_json(path):
+        if not isinstance(entry, dict):
+            raise RecordError(f"{path}:{lineno}: expected a JSON object (one logged page)")
         for key in ("page", "url", "goal"):
             if key not in entry:
                 raise RecordError(f"{path}:{lineno}: field '{key}' missing")

@@ -116,6 +116,26 @@ def _decode(raw: bytes, path: Path, lineno: int) -> str:
         ) from None
 
 
+def iter_json(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """The JSON value of every non-blank line of a file (``.gz`` too), with its line number.
+
+    For files in other formats than our records (a user's chat traces, WebShop's session logs).
+
+    Raises:
+        RecordError: A line is not UTF-8 or not JSON (file, line and column named).
+    """
+    path = Path(path)
+    with _open_read(path) as fh:
+        for lineno, raw in enumerate(fh, 1):
+            line = _decode(raw, path, lineno)
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as err:
+                raise RecordError(f"{path}:{lineno}: not valid JSON: {err.msg} (column {err.colno})") from None
+
+
 def _open_read(path: Path) -> IO[bytes]:
     if path.suffix == ".gz":
         return gzip.open(path, "rb")
