@@ -1,15 +1,16 @@
-r"""What each data builder costs per 100 expert states: ACT pairs next to the Early Experience reflections.
+r"""What each data builder costs per 100 expert states: ACT pairs next to Early Experience and Agent-R.
 
     .venv/bin/python benchmarks/reflection_cost.py [--tasks lifespan-longest-lived find-non-living-thing]
         [--policy runs/tiny-model] [--k 3] [--out runs/bench/reflection_cost]
 
 On real ScienceWorld gold states (test variation 1 of each task), with the same initial policy for both
 (default: the tiny model, ``nemo-act tiny-model``), it times ACT pair construction (``pairs.k`` = 1, the
-paper's) and the Early Experience build (K alternatives, env branching, one reflection per state), and
-counts for each the env steps (branching replays the expert prefix per candidate: ``index + 1`` steps
-each, resets not counted) and the generated tokens (the policy's outputs re-tokenised with its own
-tokenizer). Figures scale linearly in states, so they are printed per 100 states, as a table, and written
-to ``<out>/reflection_cost.json``. The SAND and Agent-R rows come with those builders.
+paper's), the Early Experience build (K alternatives, env branching, one reflection per state) and the
+Agent-R build (one policy rollout per expert episode, revisions), and counts for each the env steps
+(branching replays the expert prefix per candidate: ``index + 1`` steps each; rollouts: their steps;
+resets not counted) and the generated tokens (the policy's outputs re-tokenised with its own tokenizer).
+Figures are printed per 100 expert states, as a table, and written to ``<out>/reflection_cost.json``.
+The SAND row comes with that builder.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from rich.table import Table
 from nemo_act.config.load import load_config
 from nemo_act.data.io import read_jsonl
 from nemo_act.data.records import Trajectory
+from nemo_act.evaluation.rollout import EpisodeRecord
 from nemo_act.experts import collect_experts
 from nemo_act.generation import make_generator
 from nemo_act.pairs import collect_pairs
+from nemo_act.reflection.agent_r import build_agent_r
 from nemo_act.reflection.early_experience import build_early_experience, read_reflections
 
 
@@ -78,6 +81,13 @@ def main() -> None:
     steps = sum((r.index + 1) * sum(c.observation is not None for c in r.candidates) for r in records)
     rows[f"Early Experience (K={a.k})"] = {"seconds": time.time() - t, "env_steps": steps, "tokens": policy.tokens,
                                           "kept": summary.counts["kept"]}  # fmt: skip
+
+    policy = CountingPolicy(make_generator(a.policy, cfg), tok)
+    t = time.time()
+    summary = build_agent_r(cfg, experts, policy, out / "agent_r", a.workers, progress=False)
+    episodes = list(read_jsonl(out / "agent_r" / "rollouts" / "episodes.jsonl", EpisodeRecord))
+    rows["Agent-R"] = {"seconds": time.time() - t, "env_steps": sum(len(e.steps) for e in episodes),
+                       "tokens": policy.tokens, "kept": summary.counts["kept"]}  # fmt: skip
 
     table = Table(title=f"cost per 100 expert states ({states} ScienceWorld gold states, policy {a.policy})")
     for col in ("builder", "seconds", "env steps", "generated tokens", "examples kept"):

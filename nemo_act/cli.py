@@ -105,20 +105,24 @@ def cmd_pairs(args: argparse.Namespace) -> int:
 
 
 def cmd_reflection(args: argparse.Namespace) -> int:
-    """Build a reflection baseline's data (Early Experience) and print kept/dropped counts per reason."""
+    """Build a reflection baseline's data and print kept/dropped counts per reason."""
     from nemo_act.generation import make_generator
+    from nemo_act.reflection.agent_r import build_agent_r
     from nemo_act.reflection.early_experience import build_early_experience
 
     cfg = _cfg(args)
-    summary = build_early_experience(
-        cfg, args.experts, make_generator(args.policy, cfg), args.out, args.workers or cfg.pipeline.eval.workers
-    )
+    build = {"ee": build_early_experience, "agent_r": build_agent_r}[args.method]
+    workers = args.workers or cfg.pipeline.eval.workers
+    summary = build(cfg, args.experts, make_generator(args.policy, cfg), args.out, workers)
     c = summary.counts
     dropped = ", ".join(f"{n} {reason}" for reason, n in c["dropped"].items()) or "none"
-    print(
-        f"{c['kept']} of {c['states']} reflections kept -> {summary.out}\n"
-        f"dropped: {dropped}; alternatives: {c['alternatives']}; actions executed in the env: {c['executed']}"
-    )
+    if args.method == "ee":
+        print(
+            f"{c['kept']} of {c['states']} reflections kept -> {summary.out}\n"
+            f"dropped: {dropped}; alternatives: {c['alternatives']}; actions executed in the env: {c['executed']}"
+        )
+    else:
+        print(f"{c['kept']} of {c['episodes']} episodes revised -> {summary.out}\nnot revised: {dropped}")
     return 0
 
 
@@ -367,10 +371,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_pairs)
 
-    p = sub.add_parser("reflection", help="build a reflection baseline's data (Early Experience)")
-    p.add_argument("method", choices=["ee"], help="ee: Early Experience self-reflection (+ world-modelling rows)")
+    p = sub.add_parser("reflection", help="build a reflection baseline's data (Early Experience, Agent-R)")
+    p.add_argument(
+        "method", choices=["ee", "agent_r"], help="ee: Early Experience self-reflection; agent_r: revision trajectories"
+    )
     p.add_argument("--experts", required=True, help="expert trajectories JSONL (a benchmark with a live env)")
-    p.add_argument("--policy", required=True, help="the initial policy: samples alternatives, writes reflections")
+    p.add_argument("--policy", required=True, help="the initial policy (writes reflections; plays Agent-R's rollouts)")
     p.add_argument("--workers", type=int, default=None, help="env worker processes (default: pipeline.eval.workers)")
     p.add_argument("--out", required=True, help="build folder (reflections.jsonl is the audit file)")
     _add_common(p)

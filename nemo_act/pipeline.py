@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import shutil
 import subprocess
@@ -89,6 +90,13 @@ def stage_complete(folder: Path) -> bool:
     """True when a stage folder's ``stage.json`` says the stage finished."""
     marker = folder / "stage.json"
     return marker.exists() and json.loads(marker.read_text())["complete"]
+
+
+# data kind of the stage-kind table -> (module, builder, audit file): the reflection baselines' data steps
+BASELINE_DATA = {
+    "early_experience": ("nemo_act.reflection.early_experience", "build_early_experience", "reflections.jsonl"),
+    "agent_r": ("nemo_act.reflection.agent_r", "build_agent_r", "revisions.jsonl"),
+}
 
 
 class PipelineRunner:
@@ -161,20 +169,19 @@ class PipelineRunner:
         collect_pairs(experts, make_generator(policy, self.cfg), self.cfg, out)
         return out
 
-    def early_experience(self, experts: Path) -> Path:
-        """Build (or reuse) the Early Experience audit file of ``experts`` with the initial policy."""
+    def baseline_data(self, kind: str, experts: Path) -> Path:
+        """Build (or reuse) a reflection baseline's audit file (:data:`BASELINE_DATA`) with the initial policy."""
         from nemo_act.generation import make_generator
-        from nemo_act.reflection.early_experience import build_early_experience
 
-        folder = self.data_dir / "early_experience"
+        module, builder, name = BASELINE_DATA[kind]
+        folder = self.data_dir / kind
         if self.isolate:
-            self._step("early_experience", str(experts))
-            return folder / "reflections.jsonl"
-        summary = build_early_experience(
-            self.cfg, experts, make_generator(self.init, self.cfg), folder, self.cfg.pipeline.eval.workers
-        )
+            self._step("baseline_data", kind, str(experts))
+            return folder / name
+        build = getattr(importlib.import_module(module), builder)
+        summary = build(self.cfg, experts, make_generator(self.init, self.cfg), folder, self.cfg.pipeline.eval.workers)
         c = summary.counts
-        self.console.print(f"early experience: {c['kept']} of {c['states']} reflections kept; dropped {c['dropped']}")
+        self.console.print(f"{kind}: {c['kept']} examples kept; none for {c['dropped'] or 'no state'}")
         return summary.out
 
     # ---- stages -----------------------------------------------------------------------------------
@@ -329,8 +336,9 @@ class PipelineRunner:
             inputs["pairs"] = self.pairs(experts, "pairs.jsonl")
             heldout_pairs = self.pairs(self.experts("heldout"), "heldout_pairs.jsonl")
             self.log["selection"] = {"init": self.selection("init", self.init, heldout_pairs)}
-        if "early_experience" in data_steps(stages):
-            inputs["early_experience"] = self.early_experience(experts)
+        for kind in data_steps(stages):
+            if kind in BASELINE_DATA:
+                inputs[kind] = self.baseline_data(kind, experts)
         ckpt = self.init
         checkpoints = []
         for i, kind in enumerate(stages, start=1):
@@ -389,10 +397,11 @@ class PipelineRunner:
             add("experts", py("experts"), f"{cfg.benchmark.name} {held.split}", data / "heldout_experts.jsonl")
             add("pairs", py("pairs"), f"heldout_experts.jsonl, policy {policy}", data / "heldout_pairs.jsonl")
             add("selection", py("selection"), f"{self.init}, heldout_pairs.jsonl", d / "selection" / "init.json")
-        files = {"experts": "experts.jsonl", "pairs": "pairs.jsonl", "early_experience": "reflections.jsonl"}
-        if "early_experience" in data_steps(cfg.pipeline.stages):
-            ee = data / "early_experience" / "reflections.jsonl"
-            add("early_experience", py("early_experience"), f"experts.jsonl, policy {self.init}", ee)
+        files = {"experts": "experts.jsonl", "pairs": "pairs.jsonl"} | {k: v[2] for k, v in BASELINE_DATA.items()}
+        for kind in data_steps(cfg.pipeline.stages):
+            if kind in BASELINE_DATA:
+                out = data / kind / BASELINE_DATA[kind][2]
+                add(kind, py("baseline_data"), f"experts.jsonl, policy {self.init}", out)
         ckpt, checkpoints = self.init, []
         for i, kind in enumerate(cfg.pipeline.stages, start=1):
             out = d / "stages" / f"{i:02d}_{kind}"
@@ -461,7 +470,7 @@ class PipelineRunner:
         return [dict(r, ok="ok" if r["ok"] else "missing") for r in rows]
 
 
-STEPS = ("pairs", "early_experience", "selection", "evaluate")
+STEPS = ("pairs", "baseline_data", "selection", "evaluate")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -482,8 +491,8 @@ def main(argv: list[str] | None = None) -> int:
     runner.isolate = False
     if a.step == "pairs":
         runner.pairs(Path(a.args[0]), a.args[1])
-    elif a.step == "early_experience":
-        runner.early_experience(Path(a.args[0]))
+    elif a.step == "baseline_data":
+        runner.baseline_data(a.args[0], Path(a.args[1]))
     elif a.step == "selection":
         runner.selection(a.args[0], a.args[1], Path(a.args[2]))
     else:

@@ -11,7 +11,8 @@ data processors both take (``prompt`` is a list of chat messages):
 * ``ee``: action-generation prompt -> kept reflection + ``<action>expert</action>``, mixed with plain
   ``il`` rows (``early_experience.expert_rows_per_reflection``);
 * ``ee_wm``: the world-modelling prompt of each executed action -> the env's next observation, mixed the
-  same way.
+  same way;
+* ``agent_r``: the revision turn + the expert's action after the policy's wrong step, plus every expert row.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from nemo_act.data.manifest import read_manifest
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.generation.simple import wrap_action
 from nemo_act.prompts.render import as_messages, generation_prompt, selection_prompt, world_model_prompt
-from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
+from nemo_act.prompts.state import build_state, expert_action, iter_states, state_id, trajectory_state
+from nemo_act.reflection.agent_r import RevisionRecord, revision_history
 from nemo_act.reflection.early_experience import ReflectionRecord, reflection_body
 from nemo_act.seeding import key_digest, key_rng
 
 Row = dict[str, Any]
+AUDIT_RECORDS: dict[str, type] = {"early_experience": ReflectionRecord, "agent_r": RevisionRecord}
 
 
 def _assistant(text: str) -> list[dict[str, str]]:
@@ -139,9 +142,10 @@ def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig) -> list[Row]:
     build = globals()[spec.rows]
     if spec.data == "pairs":
         return build(read_all(data, Pair, "pairs"), cfg)
-    if spec.data == "early_experience":  # the audit file; its manifest names the experts it was built from
+    if spec.data in AUDIT_RECORDS:  # a baseline's audit file; its manifest names the experts it was built from
         experts = read_manifest(data)["inputs"]["experts"]["path"]
-        return build(read_all(data, ReflectionRecord, "reflections"), read_all(experts, Trajectory, "experts"), cfg)
+        records = read_all(data, AUDIT_RECORDS[spec.data], spec.data)
+        return build(records, read_all(experts, Trajectory, "expert trajectories"), cfg)
     return build(read_all(data, Trajectory, "expert trajectories"), cfg)
 
 
@@ -188,3 +192,34 @@ def world_model_rows(
                 prompt = world_model_prompt(state, c.action, traj.benchmark, cfg.prompt)
                 rows.append({"prompt": as_messages(prompt), "completion": _assistant(c.observation.strip())})
     return _mixed(rows, trajectories, cfg, "wm-mix")
+
+
+def agent_r_rows(
+    records: Sequence[RevisionRecord], trajectories: Sequence[Trajectory], cfg: ExperimentConfig
+) -> list[Row]:
+    """Agent-R rows: the revision turns, then every expert state's own row; wrong turns get no row.
+
+    A revision row's prompt holds the policy's wrong step(s) in its history; its target is the revision turn
+    and the expert's action at the branching state.
+    """
+    by_id = {t.trajectory_id: t for t in trajectories}
+    rows = []
+    for r in records:
+        if not r.kept or r.revision is None:
+            continue
+        traj = by_id[r.trajectory_id]
+        past, observation = revision_history(traj, r)
+        assert r.deviation is not None
+        state = build_state(
+            traj.task_description, past, observation, traj.steps[r.deviation].admissible_actions,
+            cfg.prompt.history_k, cfg.benchmark.max_admissible_shown,
+            must_include=[expert_action(traj, r.deviation)], key=f"{r.trajectory_id}#revision",
+        )  # fmt: skip
+        action = expert_action(traj, r.deviation)
+        rows.append(
+            {
+                "prompt": as_messages(generation_prompt(state, traj.benchmark, cfg.prompt)),
+                "completion": _assistant(f"{r.revision}\n{wrap_action(action)}"),
+            }
+        )
+    return rows + il_rows(trajectories, cfg)

@@ -26,7 +26,7 @@ class StageKind:
         name: The kind, as written in ``pipeline.stages``.
         algorithm: ``grpo``, ``sft`` or ``dpo`` (TRL's trainers; NeMo-RL's algorithms).
         data: What it consumes: ``pairs`` (ACT pairs), ``experts`` (expert trajectories) or a file a data
-            step writes from them (``early_experience``: :mod:`nemo_act.reflection.early_experience`).
+            step writes from them (``early_experience``, ``agent_r``: :mod:`nemo_act.reflection`).
         rows: Name of its row builder in :mod:`nemo_act.stage_data`.
         prompt: ``selection`` (the ACT prompt over two candidates) or ``generation`` (act directly).
         reward: GRPO reward: ``selection`` (names the better candidate) or ``action`` (the expert's action).
@@ -38,7 +38,7 @@ class StageKind:
 
     name: str
     algorithm: Literal["grpo", "sft", "dpo"]
-    data: Literal["pairs", "experts", "early_experience"]
+    data: Literal["pairs", "experts", "early_experience", "agent_r"]
     rows: str
     prompt: Literal["selection", "generation"]
     reward: Literal["selection", "action"] | None
@@ -68,6 +68,8 @@ STAGE_KINDS: dict[str, StageKind] = {
                   summary="baseline: Early Experience, SFT on a self-reflection + the expert action (IL's budget)"),
         StageKind("ee_wm", "sft", "early_experience", "world_model_rows", "generation", None, "il",
                   summary="baseline: Early Experience, implicit world modelling (predict next observations)"),
+        StageKind("agent_r", "sft", "agent_r", "agent_r_rows", "generation", None, "il",
+                  summary="baseline: Agent-R, revision at the policy's first deviation + expert rows (IL's budget)"),
     )
 }  # fmt: skip
 
@@ -96,7 +98,7 @@ def stage_experiment(kind: str, cfg: ExperimentConfig) -> ExperimentConfig:
 def data_steps(stages: list[str]) -> list[str]:
     """The data a pipeline of these stages consumes, in the order the runner builds it (experts first)."""
     wanted = {stage_kind(k).data for k in stages}
-    return [d for d in ("experts", "pairs", "early_experience") if d in wanted or d == "experts"]
+    return [d for d in ("experts", "pairs", "early_experience", "agent_r") if d in wanted or d == "experts"]
 
 
 def needs_pairs(stages: list[str]) -> bool:

@@ -167,3 +167,32 @@ def test_an_expert_episode_repeats_exactly(alf_cfg):
         assert first == again and first.success
     finally:
         env.close()
+
+
+def test_reflection_baselines_build_on_real_alfworld_states(alf_cfg, tmp_path):
+    """Early Experience and Agent-R on an ALFWorld game: branching replays of the handcoded expert's prefix
+    reach its recorded observations (the expert's own action leads to the recorded next one), and a random
+    policy's rollout from the game's start deviates, acting first on the expert's recorded state."""
+    from scripted_policy import ScriptedPolicy
+
+    from nemo_act.experts import collect_experts
+    from nemo_act.generation.simple import RandomGenerator
+    from nemo_act.reflection.agent_r import build_agent_r, read_revisions
+    from nemo_act.reflection.early_experience import build_early_experience, read_reflections
+
+    everything = tmp_path / "all.jsonl"
+    collect_experts(alf_cfg, "train", everything, tasks=["pick_and_place_simple-Book-"], workers=2, progress=False)
+    traj = min(read_jsonl(everything, Trajectory), key=lambda t: len(t.steps))
+    experts = tmp_path / "experts.jsonl"
+    experts.write_text(traj.model_dump_json() + "\n")
+    cfg = alf_cfg.model_copy(update={"early_experience": alf_cfg.early_experience.model_copy(update={"k": 2})})
+    ee = read_reflections(build_early_experience(cfg, experts, ScriptedPolicy(), tmp_path / "ee", 2, False).out)
+    assert len(ee) == len(traj.steps) and all(r.reason != "branch_failed" for r in ee)
+    for r in ee:
+        expert = next(c for c in r.candidates if c.source == "expert")
+        if r.index + 1 < len(traj.steps):
+            assert expert.observation.split() == traj.steps[r.index + 1].observation.split()
+        assert len({c.action for c in r.candidates}) == 3
+    ar = read_revisions(build_agent_r(cfg, experts, RandomGenerator(), tmp_path / "ar", 1, False).out)
+    (rev,) = ar
+    assert rev.kept and rev.wrong[0].observation == traj.steps[rev.deviation].observation

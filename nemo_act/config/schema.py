@@ -164,6 +164,15 @@ class EarlyExperienceConfig(_Strict):
     chunk: int = Field(gt=0, description="States per generation call (and per resumable append).")
 
 
+class AgentRConfig(_Strict):
+    """The Agent-R baseline's data as the ACT paper describes it (revision at the first deviation)."""
+
+    seed: int
+    sampling: SamplingConfig = Field(description="The policy's rollouts from the start of each expert episode.")
+    error_steps: int = Field(gt=0, description="Steps of the policy's wrong path kept before the revision turn.")
+    envs_per_worker: int = Field(gt=0, description="Live rollouts per env worker.")
+
+
 class EvalConfig(_Strict):
     """Evaluation protocol knobs shared by all benchmarks."""
 
@@ -358,6 +367,7 @@ class ExperimentConfig(_Strict):
     generation: GenerationConfig
     pairs: PairsConfig
     early_experience: EarlyExperienceConfig
+    agent_r: AgentRConfig
     eval: EvalConfig
     env: EnvRuntimeConfig
     engine: EngineConfig

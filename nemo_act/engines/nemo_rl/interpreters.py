@@ -86,7 +86,7 @@ def step(name: str, backend: str = "hf", benchmark_modules: Sequence[str] = ()) 
     """The :class:`Step` of a named job step.
 
     Args:
-        name: ``pipeline``, ``experts``, ``pairs``, ``early_experience``, ``selection``, ``evaluate``, ``driver``
+        name: ``pipeline``, ``experts``, ``pairs``, ``baseline_data``, ``selection``, ``evaluate``, ``driver``
             or ``export``.
         backend: ``generation.backend`` (decides pairs, selection and evaluate).
         benchmark_modules: ``benchmark.python_modules`` (evaluation imports the live env).
@@ -97,8 +97,8 @@ def step(name: str, backend: str = "hf", benchmark_modules: Sequence[str] = ()) 
         "pipeline": Step("base", (), "the pipeline runner (nemo-act run)"),
         "experts": Step("base", (), "expert trajectories (in the pipeline's own process)"),
         "pairs": Step(gen, gen_mods, "ACT pairs sampled from the initial policy"),
-        "early_experience": Step(
-            gen, (*gen_mods, *benchmark_modules), "Early Experience data (policy samples, env branching, reflections)"
+        "baseline_data": Step(
+            gen, (*gen_mods, *benchmark_modules), "a reflection baseline's data (policy samples or rollouts in the env)"
         ),
         "selection": Step(gen, gen_mods, "held-out selection accuracy"),
         "evaluate": Step(gen, (*gen_mods, *benchmark_modules), "evaluation in the benchmark"),
