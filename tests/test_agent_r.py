@@ -131,3 +131,21 @@ def test_agent_r_rl_pipeline_runs_end_to_end_on_the_local_engine(tiny_model_dir,
     experts = list(read_jsonl(runner.data_dir / "experts.jsonl", Trajectory))
     info = json.loads((runner.dir / "stages" / "01_agent_r" / "stage.json").read_text())
     assert counts["kept"] == len(experts) and info["rows"] == counts["kept"] + sum(len(t.steps) for t in experts)
+
+
+def test_a_new_build_clears_the_last_one_and_an_unfinished_one_keeps_its_parameters(tmp_path):
+    """A build folder never mixes two builds: a new one removes the old rollouts and files, and resuming with
+    other parameters is refused."""
+    from nemo_act.reflection import build
+
+    folder, out = tmp_path / "ar", tmp_path / "ar" / "revisions.jsonl"
+    (folder / "rollouts").mkdir(parents=True)
+    (folder / "rollouts" / "episodes.jsonl").write_text("{}\n")  # another policy's, from a finished build
+    out.write_text("{}\n")
+    assert build.begin(folder, out, "agent_r", {"policy": "a"}, ("rollouts", "revisions.jsonl")) is None
+    assert not (folder / "rollouts").exists() and not out.exists()
+    assert build.begin(folder, out, "agent_r", {"policy": "a"}, ("rollouts",)) is None  # resumes
+    with pytest.raises(ValueError, match=r"unfinished build with other parameters \(policy\)"):
+        build.begin(folder, out, "agent_r", {"policy": "b"}, ("rollouts",))
+    build.end(folder)
+    assert build.begin(folder, out, "agent_r", {"policy": "b"}, ("rollouts",)) is None

@@ -30,10 +30,11 @@ from pydantic import Field
 
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import read_all, read_jsonl, write_jsonl
-from nemo_act.data.manifest import Summary, file_sha256, reusable, write_manifest
+from nemo_act.data.manifest import Summary, file_sha256, write_manifest
 from nemo_act.data.records import Trajectory, _Record
 from nemo_act.prompts.render import template
 from nemo_act.prompts.state import expert_action
+from nemo_act.reflection import build
 from nemo_act.rewards import same_action
 
 
@@ -159,9 +160,9 @@ def build_agent_r(
     experts, folder = Path(experts), Path(folder)
     out = folder / "revisions.jsonl"
     params = _params(cfg, generator.name, experts)
-    finished = reusable(out, "agent_r", params)
-    if finished is not None:
-        return Summary(counts=finished["counts"], out=out)
+    reused = build.begin(folder, out, "agent_r", params, ("rollouts", "revisions.jsonl"))
+    if reused is not None:
+        return reused
     trajectories = read_all(experts, Trajectory, "expert trajectories")
     if any(t.variation is None for t in trajectories):
         raise ValueError(f"{experts}: Agent-R replays expert episodes in the env; these have no variation to reset to")
@@ -187,6 +188,7 @@ def build_agent_r(
     write_jsonl(out, records)
     counts = summarize(records)
     write_manifest(out, "agent_r", params=params, counts=counts, inputs={"experts": experts})
+    build.end(folder)
     return Summary(counts=counts, out=out)
 
 

@@ -25,7 +25,6 @@ action's next observation).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,13 +35,14 @@ from tqdm.auto import tqdm
 
 from nemo_act.branching import BranchRecord, branch_states
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.data.io import ResumableJsonl, read_all, read_jsonl, write_jsonl, write_text_atomic
-from nemo_act.data.manifest import Summary, file_sha256, reusable, write_manifest
+from nemo_act.data.io import ResumableJsonl, read_all, read_jsonl, write_jsonl
+from nemo_act.data.manifest import Summary, file_sha256, write_manifest
 from nemo_act.data.records import Trajectory, _Record
 from nemo_act.generation.base import GenerationRequest
 from nemo_act.pairs import sampling_request
 from nemo_act.prompts.render import as_messages, reflection_prompt
 from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
+from nemo_act.reflection import build
 from nemo_act.rewards import ACTION_OPEN, normalize_action, parse_action, same_action
 from nemo_act.seeding import key_rng
 
@@ -170,22 +170,6 @@ def _params(cfg: ExperimentConfig, policy: str, experts: Path) -> dict[str, Any]
     }
 
 
-def _check_params(folder: Path, params: dict[str, Any]) -> None:
-    """An unfinished build in ``folder`` must have been started with the same parameters."""
-    path = folder / "params.json.partial"
-    if path.exists():
-        old = json.loads(path.read_text())
-        if old != json.loads(json.dumps(params)):
-            diff = sorted(k for k in set(old) | set(params) if old.get(k) != params.get(k))
-            raise ValueError(f"{path}: an unfinished build with other parameters ({', '.join(diff)}) is in this folder")
-    else:  # a new build: files of an earlier (finished or abandoned) one in this folder would be mixed in
-        folder.mkdir(parents=True, exist_ok=True)
-        for old in BUILD_FILES:
-            for suffix in ("", ".partial", ".manifest.json"):
-                (folder / f"{old}{suffix}").unlink(missing_ok=True)
-        write_text_atomic(path, json.dumps(params, indent=2, sort_keys=True) + "\n")
-
-
 def _state_text(traj: Trajectory, index: int, cfg: ExperimentConfig) -> str:
     state = trajectory_state(traj, index, cfg.prompt.history_k, cfg.benchmark.max_admissible_shown)
     past = [f"{h.observation} {h.action}" for h in state.history]
@@ -248,11 +232,9 @@ def build_early_experience(
     """
     experts, folder = Path(experts), Path(folder)
     out = folder / "reflections.jsonl"
-    params = _params(cfg, generator.name, experts)
-    finished = reusable(out, "early_experience", params)
-    if finished is not None:
-        return Summary(counts=finished["counts"], out=out)
-    _check_params(folder, params)
+    reused = build.begin(folder, out, "early_experience", _params(cfg, generator.name, experts), BUILD_FILES)
+    if reused is not None:
+        return reused
     trajectories = read_all(experts, Trajectory, "expert trajectories")
     states = list(iter_states(trajectories))
     alternatives = _alternatives(cfg, states, generator, folder, progress)
@@ -280,8 +262,9 @@ def build_early_experience(
     write_jsonl(out, records)  # state order, whatever the resume history
     ResumableJsonl(folder / "alternatives.jsonl", AlternativesRecord, key="state_id").finish()
     counts = summarize(records)
+    params = _params(cfg, generator.name, experts)
     write_manifest(out, "early_experience", params=params, counts=counts, inputs={"experts": experts})
-    (folder / "params.json.partial").unlink(missing_ok=True)
+    build.end(folder)
     return Summary(counts=counts, out=out)
 
 
