@@ -50,10 +50,20 @@ class DivergenceError(RuntimeError):
     """A live env did not reach a recorded state when its action prefix was replayed."""
 
 
+def _lines(text: str) -> list[str]:
+    """An observation's lines, whitespace-normalised and sorted.
+
+    ScienceWorld lists a room's objects one per line in an order that varies between JVMs (measured: two
+    paint cups swapped in a clean-clone run), which is no divergence.
+    """
+    return sorted(" ".join(line.split()) for line in text.splitlines() if line.strip())
+
+
 def restore(env: Any, trajectory: Any, index: int) -> Observation:
     """Bring a live env to the state before step ``index`` of a recorded trajectory by replaying its actions.
 
-    Every observation on the way is compared with the recorded one (whitespace-normalised), so an env
+    Every observation on the way is compared with the recorded one (its lines, whitespace-normalised, in any
+    order: see :func:`_lines`), so an env
     that has drifted (another version, other game files, a JVM with history) is caught where it diverges.
 
     Args:
@@ -72,7 +82,7 @@ def restore(env: Any, trajectory: Any, index: int) -> Observation:
     obs = as_observation(env.reset(trajectory.task_id, trajectory.variation or 0))
     for i in range(index + 1):
         expected = trajectory.steps[i].observation
-        if " ".join(obs.observation.split()) != " ".join(expected.split()):
+        if _lines(obs.observation) != _lines(expected):
             raise DivergenceError(
                 f"{trajectory.trajectory_id}: after {i} replayed action(s) the env shows {obs.observation[:300]!r}, "
                 f"the record {expected[:300]!r}"
