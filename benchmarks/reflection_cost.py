@@ -1,7 +1,7 @@
-r"""What each data builder costs per 100 expert states: ACT pairs next to Early Experience and Agent-R.
+r"""What each data builder costs per 100 expert states: ACT pairs next to Early Experience, SAND and Agent-R.
 
     .venv/bin/python benchmarks/reflection_cost.py [--tasks lifespan-longest-lived find-non-living-thing]
-        [--policy runs/tiny-model] [--k 3] [--out runs/bench/reflection_cost]
+        [--policy runs/tiny-model] [--k 3] [--sand-policy random] [--out runs/bench/reflection_cost]
 
 On real ScienceWorld gold states (test variation 1 of each task), with the same initial policy for both
 (default: the tiny model, ``nemo-act tiny-model``), it times ACT pair construction (``pairs.k`` = 1, the
@@ -9,8 +9,10 @@ paper's), the Early Experience build (K alternatives, env branching, one reflect
 Agent-R build (one policy rollout per expert episode, revisions), and counts for each the env steps
 (branching replays the expert prefix per candidate: ``index + 1`` steps each; rollouts: their steps;
 resets not counted) and the generated tokens (the policy's outputs re-tokenised with its own tokenizer).
+SAND samples its candidates and rolls them on with ``--sand-policy`` (default: the random policy, since
+the untrained tiny model's samples rarely parse and it would roll on nothing) and critiques with
+``--policy``; its env steps are the replayed prefixes plus every roll-on's steps to the episode's end.
 Figures are printed per 100 expert states, as a table, and written to ``<out>/reflection_cost.json``.
-The SAND row comes with that builder.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from nemo_act.generation import make_generator
 from nemo_act.pairs import collect_pairs
 from nemo_act.reflection.agent_r import build_agent_r
 from nemo_act.reflection.early_experience import build_early_experience, read_reflections
+from nemo_act.reflection.sand import build_sand, read_deliberations
 
 
 class CountingPolicy:
@@ -49,11 +52,12 @@ class CountingPolicy:
 
 
 def main() -> None:
-    """Build both datasets on the same states and print their cost per 100 states."""
+    """Build every dataset on the same states and print their cost per 100 states."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", nargs="+", default=["lifespan-longest-lived", "find-non-living-thing"])
     p.add_argument("--policy", default="runs/tiny-model")
     p.add_argument("--k", type=int, default=3)
+    p.add_argument("--sand-policy", default="random", help="SAND's current policy (candidates and roll-on)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", default="runs/bench/reflection_cost")
     a = p.parse_args()
@@ -81,6 +85,16 @@ def main() -> None:
     steps = sum((r.index + 1) * sum(c.observation is not None for c in r.candidates) for r in records)
     rows[f"Early Experience (K={a.k})"] = {"seconds": time.time() - t, "env_steps": steps, "tokens": policy.tokens,
                                           "kept": summary.counts["kept"]}  # fmt: skip
+
+    policy = CountingPolicy(make_generator(a.sand_policy, cfg), tok)
+    critic = CountingPolicy(make_generator(a.policy, cfg), tok)
+    t = time.time()
+    summary = build_sand(cfg, experts, policy, out / "sand", a.workers, progress=False, critic=critic)
+    records = read_deliberations(summary.out)
+    steps = sum(r.index * len(r.candidates) + sum(c.n_steps for c in r.candidates) for r in records)
+    name = f"SAND (N={cfg.sand.candidates}, {a.sand_policy} roll-on)"
+    rows[name] = {"seconds": time.time() - t, "env_steps": steps, "tokens": policy.tokens + critic.tokens,
+                  "kept": summary.counts["kept"]}  # fmt: skip
 
     policy = CountingPolicy(make_generator(a.policy, cfg), tok)
     t = time.time()

@@ -4,7 +4,9 @@ The reflection baselines (Early Experience, SAND, Agent-R) need the outcome of a
 not take. A state is restored by replaying the expert's action prefix in a fresh episode of the
 benchmark's live env (:func:`nemo_act.benchmarks.base.restore`, which checks every replayed observation
 against the record), then one candidate is executed; every candidate gets its own replay, so no
-candidate sees another's effects.
+candidate sees another's effects. :class:`BranchingEnv` does the same inside an evaluation env worker, so
+the policy can play on from a branched state to the episode's end (SAND's roll-on,
+:func:`nemo_act.evaluation.rollout.play_starts`).
 
 Work runs on the env worker pool (:class:`~nemo_act.evaluation.pool.EnvPool`): one state per pool call,
 every env call under ``env.call_timeout_s``; a worker that hangs or dies is replaced and the state is
@@ -27,7 +29,8 @@ from nemo_act.config.schema import BenchmarkConfigBase, ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, read_jsonl
 from nemo_act.data.records import Trajectory, _Record
 from nemo_act.evaluation.pool import EnvPool, with_deadline
-from nemo_act.prompts.state import state_id
+from nemo_act.evaluation.rollout import Start
+from nemo_act.prompts.state import expert_action, state_id
 
 
 class Outcome(_Record):
@@ -140,3 +143,66 @@ def branch_states(
     log.finish()
     records: dict[str, Any] = {r.state_id: r for r in log.records}
     return [records[sid] for sid in by_id]
+
+
+class BranchingEnv:
+    """A benchmark's live env that can also begin an episode at a recorded state with a given action.
+
+    Built in an env worker (picklable through :func:`functools.partial`); every method call there runs under
+    ``env.call_timeout_s``, a :meth:`branch` call (the replay and the action) as one call.
+
+    Args:
+        cfg: The benchmark; its adapter's ``env_factory`` builds the env.
+    """
+
+    def __init__(self, cfg: BenchmarkConfigBase) -> None:
+        factory = adapter_of(cfg).env_factory(cfg, False)
+        if factory is None:
+            raise ValueError(f"benchmark '{cfg.name}' has no live env: its states cannot be branched")
+        self._env = factory()
+
+    def reset(self, task: str, variation: int) -> Any:
+        """A fresh episode (the env's own reset)."""
+        return self._env.reset(task, variation)
+
+    def step(self, action: str) -> Any:
+        """One action (the env's own step)."""
+        return self._env.step(action)
+
+    def branch(self, trajectory_json: str, index: int, action: str) -> Any:
+        """Restore step ``index`` of a trajectory, execute ``action``; the env's view after it.
+
+        Returns:
+            The observation after the action, or a string saying why the state could not be restored
+            (the episode is then recorded as failed with it).
+        """
+        traj = Trajectory.model_validate_json(trajectory_json)
+        try:
+            restore(self._env, traj, index)
+        except DivergenceError as err:
+            return f"diverged: {err}"
+        return self._env.step(action)
+
+    def close(self) -> None:
+        """Close the env."""
+        self._env.close()
+
+
+def roll_on_start(traj: Trajectory, index: int, action: str, key: str, max_steps: int | None) -> Start:
+    """The :class:`~nemo_act.evaluation.rollout.Start` of an episode that branches at a state with ``action``.
+
+    Args:
+        traj: The expert trajectory.
+        index: The state's step index.
+        action: The first action from the restored state (a candidate).
+        key: The episode's id.
+        max_steps: Step budget from the episode's start (None: ``benchmark.max_steps``).
+    """
+    past = [(s.observation, expert_action(traj, i)) for i, s in enumerate(traj.steps[:index])]
+    past.append((traj.steps[index].observation, action))
+    first = {"prompt": None, "output": None, "action": action, "well_formed": True, "branched": True}
+    return Start(
+        key=key, task=traj.task_id, variation=int(traj.variation or 0),
+        call=("branch", (traj.model_dump_json(), index, action)), past=tuple(past), first=(first,),
+        max_steps=max_steps,
+    )  # fmt: skip

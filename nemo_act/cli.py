@@ -109,17 +109,28 @@ def cmd_reflection(args: argparse.Namespace) -> int:
     from nemo_act.generation import make_generator
     from nemo_act.reflection.agent_r import build_agent_r
     from nemo_act.reflection.early_experience import build_early_experience
+    from nemo_act.reflection.sand import build_sand
 
     cfg = _cfg(args)
-    build = {"ee": build_early_experience, "agent_r": build_agent_r}[args.method]
     workers = args.workers or cfg.pipeline.eval.workers
-    summary = build(cfg, args.experts, make_generator(args.policy, cfg), args.out, workers)
+    policy = make_generator(args.policy, cfg)
+    if args.method == "sand":
+        critic = make_generator(args.critic, cfg) if args.critic and args.critic != args.policy else policy
+        summary = build_sand(cfg, args.experts, policy, args.out, workers, critic=critic)
+    else:
+        build = {"ee": build_early_experience, "agent_r": build_agent_r}[args.method]
+        summary = build(cfg, args.experts, policy, args.out, workers)
     c = summary.counts
     dropped = ", ".join(f"{n} {reason}" for reason, n in c["dropped"].items()) or "none"
     if args.method == "ee":
         print(
             f"{c['kept']} of {c['states']} reflections kept -> {summary.out}\n"
             f"dropped: {dropped}; alternatives: {c['alternatives']}; actions executed in the env: {c['executed']}"
+        )
+    elif args.method == "sand":
+        print(
+            f"{c['kept']} of {c['states']} deliberations kept -> {summary.out}\n"
+            f"none for: {dropped}; candidates rolled on: {c['candidates']}; roll-on env steps: {c['rollout_env_steps']}"
         )
     else:
         print(f"{c['kept']} of {c['episodes']} episodes revised -> {summary.out}\nnot revised: {dropped}")
@@ -371,12 +382,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_pairs)
 
-    p = sub.add_parser("reflection", help="build a reflection baseline's data (Early Experience, Agent-R)")
+    p = sub.add_parser("reflection", help="build a reflection baseline's data (Early Experience, SAND, Agent-R)")
     p.add_argument(
-        "method", choices=["ee", "agent_r"], help="ee: Early Experience self-reflection; agent_r: revision trajectories"
+        "method",
+        choices=["ee", "sand", "agent_r"],
+        help="ee: Early Experience self-reflection; sand: execution-grounded deliberation; agent_r: revisions",
     )
     p.add_argument("--experts", required=True, help="expert trajectories JSONL (a benchmark with a live env)")
-    p.add_argument("--policy", required=True, help="the initial policy (writes reflections; plays Agent-R's rollouts)")
+    p.add_argument(
+        "--policy", required=True, help="the policy (writes reflections; samples SAND's candidates; plays rollouts)"
+    )
+    p.add_argument("--critic", default=None, help="sand: the frozen initial policy that critiques (default: --policy)")
     p.add_argument("--workers", type=int, default=None, help="env worker processes (default: pipeline.eval.workers)")
     p.add_argument("--out", required=True, help="build folder (reflections.jsonl is the audit file)")
     _add_common(p)

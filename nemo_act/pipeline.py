@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib
 import json
 import shutil
 import subprocess
@@ -41,7 +40,17 @@ from nemo_act.data.io import read_jsonl, write_text_atomic
 from nemo_act.data.manifest import file_sha256
 from nemo_act.data.records import Pair
 from nemo_act.quiet import quiet_libraries
-from nemo_act.stage_kinds import data_steps, needs_pairs, stage_config, stage_experiment, stage_kind
+from nemo_act.stage_kinds import (
+    DATA_KINDS,
+    built_data,
+    data_steps,
+    expand,
+    load,
+    needs_pairs,
+    stage_config,
+    stage_experiment,
+    stage_kind,
+)
 
 
 def _hash(obj: Any) -> str:
@@ -90,13 +99,6 @@ def stage_complete(folder: Path) -> bool:
     """True when a stage folder's ``stage.json`` says the stage finished."""
     marker = folder / "stage.json"
     return marker.exists() and json.loads(marker.read_text())["complete"]
-
-
-# data kind of the stage-kind table -> (module, builder, audit file): the reflection baselines' data steps
-BASELINE_DATA = {
-    "early_experience": ("nemo_act.reflection.early_experience", "build_early_experience", "reflections.jsonl"),
-    "agent_r": ("nemo_act.reflection.agent_r", "build_agent_r", "revisions.jsonl"),
-}
 
 
 class PipelineRunner:
@@ -169,17 +171,41 @@ class PipelineRunner:
         collect_pairs(experts, make_generator(policy, self.cfg), self.cfg, out)
         return out
 
-    def baseline_data(self, kind: str, experts: Path) -> Path:
-        """Build (or reuse) a reflection baseline's audit file (:data:`BASELINE_DATA`) with the initial policy."""
+    def baseline_folder(self, kind: str, stage: str | None = None) -> Path:
+        """Where a reflection baseline's data is built.
+
+        ``data/<kind>``, or ``data/<kind>/<NN_kind>`` when its policy is the checkpoint a stage starts from
+        (:attr:`~nemo_act.stage_kinds.DataKind.policy`).
+        """
+        spec = DATA_KINDS[kind]
+        return self.data_dir / kind / (stage or "") if spec.policy == "stage" else self.data_dir / kind
+
+    def baseline_data(self, kind: str, experts: Path, policy: str | None = None, stage: str | None = None) -> Path:
+        """Build (or reuse) a reflection baseline's audit file (:data:`~nemo_act.stage_kinds.DATA_KINDS`).
+
+        Args:
+            kind: The data kind.
+            experts: Expert trajectories.
+            policy: The policy that samples (default: the initial one); critiques and reflections that the
+                method asks of the frozen initial policy always come from ``pipeline.init``.
+            stage: The consuming stage's folder name, for a kind built per stage.
+        """
         from nemo_act.generation import make_generator
 
-        module, builder, name = BASELINE_DATA[kind]
-        folder = self.data_dir / kind
+        spec = DATA_KINDS[kind]
+        policy = policy or self.init
+        folder = self.baseline_folder(kind, stage)
         if self.isolate:
-            self._step("baseline_data", kind, str(experts))
-            return folder / name
-        build = getattr(importlib.import_module(module), builder)
-        summary = build(self.cfg, experts, make_generator(self.init, self.cfg), folder, self.cfg.pipeline.eval.workers)
+            self._step("baseline_data", kind, str(experts), policy, stage or "")
+            return folder / str(spec.audit)
+        build = load(str(spec.builder))
+        workers = self.cfg.pipeline.eval.workers
+        if spec.policy == "stage":
+            generator = make_generator(policy, self.cfg)
+            frozen = generator if policy == self.init else make_generator(self.init, self.cfg)
+            summary = build(self.cfg, experts, generator, folder, workers, critic=frozen)
+        else:
+            summary = build(self.cfg, experts, make_generator(policy, self.cfg), folder, workers)
         c = summary.counts
         self.console.print(f"{kind}: {c['kept']} examples kept; none for {c['dropped'] or 'no state'}")
         return summary.out
@@ -298,7 +324,7 @@ class PipelineRunner:
     def trained_checkpoints(self) -> list[str]:
         """The stage folders of this run that finished, in pipeline order (stops at the first unfinished)."""
         out = []
-        for i, kind in enumerate(self.cfg.pipeline.stages, start=1):
+        for i, kind in enumerate(expand(self.cfg.pipeline.stages, self.cfg), start=1):
             folder = self.dir / "stages" / f"{i:02d}_{kind}"
             if not stage_complete(folder):
                 break
@@ -317,7 +343,7 @@ class PipelineRunner:
             raise ValueError(f"--only {only}: choose experts or evaluate")
         self.dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.dir / "config.yaml", to_yaml(self.cfg))
-        stages = self.cfg.pipeline.stages
+        stages = expand(self.cfg.pipeline.stages, self.cfg)
         has_pairs = needs_pairs(stages)
         if only == "experts":
             self.log["experts"] = [str(self.experts("experts"))]
@@ -337,11 +363,14 @@ class PipelineRunner:
             heldout_pairs = self.pairs(self.experts("heldout"), "heldout_pairs.jsonl")
             self.log["selection"] = {"init": self.selection("init", self.init, heldout_pairs)}
         for kind in data_steps(stages):
-            if kind in BASELINE_DATA:
+            if built_data(kind) and DATA_KINDS[kind].policy == "init":
                 inputs[kind] = self.baseline_data(kind, experts)
         ckpt = self.init
         checkpoints = []
         for i, kind in enumerate(stages, start=1):
+            data = stage_kind(kind).data
+            if built_data(data) and DATA_KINDS[data].policy == "stage":  # SAND: sampled by the current policy
+                inputs[data] = self.baseline_data(data, experts, ckpt, f"{i:02d}_{kind}")
             ckpt = self.run_stage(i, kind, ckpt, inputs)
             checkpoints.append(ckpt)
             if stage_kind(kind).selection_eval and heldout_pairs is not None:
@@ -397,14 +426,19 @@ class PipelineRunner:
             add("experts", py("experts"), f"{cfg.benchmark.name} {held.split}", data / "heldout_experts.jsonl")
             add("pairs", py("pairs"), f"heldout_experts.jsonl, policy {policy}", data / "heldout_pairs.jsonl")
             add("selection", py("selection"), f"{self.init}, heldout_pairs.jsonl", d / "selection" / "init.json")
-        files = {"experts": "experts.jsonl", "pairs": "pairs.jsonl"} | {k: v[2] for k, v in BASELINE_DATA.items()}
+        files = {"experts": "experts.jsonl", "pairs": "pairs.jsonl"}
         for kind in data_steps(cfg.pipeline.stages):
-            if kind in BASELINE_DATA:
-                out = data / kind / BASELINE_DATA[kind][2]
-                add(kind, py("baseline_data"), f"experts.jsonl, policy {self.init}", out)
+            spec = built_data(kind)
+            if spec and spec.policy == "init":
+                files[kind] = str(self.baseline_folder(kind) / str(spec.audit))
+                add(kind, py("baseline_data"), f"experts.jsonl, policy {self.init}", files[kind])
         ckpt, checkpoints = self.init, []
-        for i, kind in enumerate(cfg.pipeline.stages, start=1):
+        for i, kind in enumerate(expand(cfg.pipeline.stages, cfg), start=1):
             out = d / "stages" / f"{i:02d}_{kind}"
+            spec = built_data(stage_kind(kind).data)
+            if spec and spec.policy == "stage":
+                files[spec.name] = str(self.baseline_folder(spec.name, out.name) / str(spec.audit))
+                add(spec.name, py("baseline_data"), f"experts.jsonl, policy {ckpt}", files[spec.name])
             rows_from = files[stage_kind(kind).data]
             if self.isolate:
                 add(f"train {kind}", py("driver"), f"{ckpt}, {rows_from}", out / "checkpoints")
@@ -492,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.step == "pairs":
         runner.pairs(Path(a.args[0]), a.args[1])
     elif a.step == "baseline_data":
-        runner.baseline_data(a.args[0], Path(a.args[1]))
+        runner.baseline_data(a.args[0], Path(a.args[1]), a.args[2], a.args[3] or None)
     elif a.step == "selection":
         runner.selection(a.args[0], a.args[1], Path(a.args[2]))
     else:

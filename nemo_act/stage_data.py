@@ -12,7 +12,8 @@ data processors both take (``prompt`` is a list of chat messages):
   ``il`` rows (``early_experience.expert_rows_per_reflection``);
 * ``ee_wm``: the world-modelling prompt of each executed action -> the env's next observation, mixed the
   same way;
-* ``agent_r``: the revision turn + the expert's action after the policy's wrong step, plus every expert row.
+* ``agent_r``: the revision turn + the expert's action after the policy's wrong step, plus every expert row;
+* ``sand``: every expert state -> its kept deliberation (if any) + ``<action>expert</action>``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from nemo_act.reflection.early_experience import ReflectionRecord, reflection_bo
 from nemo_act.seeding import key_digest, key_rng
 
 Row = dict[str, Any]
-AUDIT_RECORDS: dict[str, type] = {"early_experience": ReflectionRecord, "agent_r": RevisionRecord}
 
 
 def _assistant(text: str) -> list[dict[str, str]]:
@@ -136,15 +136,16 @@ def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig) -> list[Row]:
         data: Pairs, expert-trajectory or Early Experience audit JSONL.
         cfg: The config the stage renders prompts with (see ``stage_experiment``).
     """
-    from nemo_act.stage_kinds import stage_kind
+    from nemo_act.stage_kinds import built_data, load, stage_kind
 
     spec = stage_kind(kind)
     build = globals()[spec.rows]
     if spec.data == "pairs":
         return build(read_all(data, Pair, "pairs"), cfg)
-    if spec.data in AUDIT_RECORDS:  # a baseline's audit file; its manifest names the experts it was built from
+    built = built_data(spec.data)
+    if built is not None:  # a baseline's audit file; its manifest names the experts it was built from
         experts = read_manifest(data)["inputs"]["experts"]["path"]
-        records = read_all(data, AUDIT_RECORDS[spec.data], spec.data)
+        records = read_all(data, load(str(built.record)), spec.data)
         return build(records, read_all(experts, Trajectory, "expert trajectories"), cfg)
     return build(read_all(data, Trajectory, "expert trajectories"), cfg)
 
@@ -223,3 +224,24 @@ def agent_r_rows(
             }
         )
     return rows + il_rows(trajectories, cfg)
+
+
+def sand_rows(records: Sequence[Any], trajectories: Sequence[Trajectory], cfg: ExperimentConfig) -> list[Row]:
+    """SAND rows: the expert trajectories, with the kept deliberation as the thought before the expert action.
+
+    Every expert state gets one row (the trajectory is the SFT target); a state with a kept deliberation has
+    it before the action, the others the plain expert action (a state whose samples all equal the expert's
+    has no deliberation by design).
+    """
+    thought = {r.state_id: reflection_body(r.deliberation) for r in records if r.kept and r.deliberation}
+    rows = []
+    for traj, i, state in _states(trajectories, cfg):
+        think = thought.get(state_id(traj, i))
+        action = wrap_action(expert_action(traj, i))
+        rows.append(
+            {
+                "prompt": as_messages(generation_prompt(state, traj.benchmark, cfg.prompt)),
+                "completion": _assistant(f"{think}\n{action}" if think else action),
+            }
+        )
+    return rows

@@ -6,16 +6,61 @@ needs, after which stages held-out selection accuracy is measured), the local en
 reward functions) and the cluster engine (NeMo-RL algorithm, task name, hyperparameter block).
 
 Adding a kind = one :class:`StageKind` entry here (+ its row builder in :mod:`nemo_act.stage_data`,
-+ a ``train.<block>`` in ``conf/train/*.yaml`` if it needs hyperparameters of its own).
++ a ``train.<block>`` in ``conf/train/*.yaml`` if it needs hyperparameters of its own). A stage that
+consumes a new kind of data adds one :class:`DataKind` entry (its builder, audit file and record type).
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from nemo_act.config.schema import DPOStageConfig, ExperimentConfig, GRPOStageConfig, SFTStageConfig
+
+
+@dataclass(frozen=True)
+class DataKind:
+    """One kind of data a stage consumes, and the step that builds it.
+
+    Attributes:
+        name: The kind, as a :class:`StageKind`'s ``data``.
+        builder: ``module:function`` that builds it (``(cfg, experts, generator, folder, workers)`` ->
+            :class:`~nemo_act.data.manifest.Summary`); None for the runner's own steps (experts, pairs).
+        audit: The audit file the builder writes in its folder (the stage's rows are made from it).
+        record: ``module:Class`` of the audit file's lines.
+        policy: Whose samples the builder uses: ``init`` (the pipeline's initial policy, built once before
+            the stages) or ``stage`` (the checkpoint the consuming stage starts from, built right before it:
+            SAND's "current policy", so a second ``sand`` stage re-samples with the newest checkpoint).
+    """
+
+    name: str
+    builder: str | None = None
+    audit: str | None = None
+    record: str | None = None
+    policy: Literal["init", "stage"] = "init"
+
+
+DATA_KINDS: dict[str, DataKind] = {
+    d.name: d
+    for d in (
+        DataKind("experts"),
+        DataKind("pairs"),
+        DataKind("early_experience", "nemo_act.reflection.early_experience:build_early_experience",
+                 "reflections.jsonl", "nemo_act.reflection.early_experience:ReflectionRecord"),
+        DataKind("agent_r", "nemo_act.reflection.agent_r:build_agent_r", "revisions.jsonl",
+                 "nemo_act.reflection.agent_r:RevisionRecord"),
+        DataKind("sand", "nemo_act.reflection.sand:build_sand", "deliberations.jsonl",
+                 "nemo_act.reflection.sand:DeliberationRecord", policy="stage"),
+    )
+}  # fmt: skip
+
+
+def load(ref: str) -> Any:
+    """The object a ``module:name`` reference names (imported on first use: the table stays import-light)."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 @dataclass(frozen=True)
@@ -25,8 +70,8 @@ class StageKind:
     Attributes:
         name: The kind, as written in ``pipeline.stages``.
         algorithm: ``grpo``, ``sft`` or ``dpo`` (TRL's trainers; NeMo-RL's algorithms).
-        data: What it consumes: ``pairs`` (ACT pairs), ``experts`` (expert trajectories) or a file a data
-            step writes from them (``early_experience``, ``agent_r``: :mod:`nemo_act.reflection`).
+        data: What it consumes, a :data:`DATA_KINDS` name: ``pairs`` (ACT pairs), ``experts`` (expert
+            trajectories) or a reflection baseline's audit file (:mod:`nemo_act.reflection`).
         rows: Name of its row builder in :mod:`nemo_act.stage_data`.
         prompt: ``selection`` (the ACT prompt over two candidates) or ``generation`` (act directly).
         reward: GRPO reward: ``selection`` (names the better candidate) or ``action`` (the expert's action).
@@ -34,11 +79,13 @@ class StageKind:
         prompt_settings: ``prompt.*`` values the stage renders with (e.g. no reasoning instruction).
         selection_eval: Whether held-out selection accuracy is measured after it.
         summary: One line for help texts and docs.
+        rounds: A config key (``sand.iterations``) saying how many times the stage runs in a row where a
+            pipeline lists it once; each round's data is built by the newest checkpoint (see :func:`expand`).
     """
 
     name: str
     algorithm: Literal["grpo", "sft", "dpo"]
-    data: Literal["pairs", "experts", "early_experience", "agent_r"]
+    data: str
     rows: str
     prompt: Literal["selection", "generation"]
     reward: Literal["selection", "action"] | None
@@ -46,6 +93,11 @@ class StageKind:
     prompt_settings: dict[str, Any] = field(default_factory=dict)
     selection_eval: bool = False
     summary: str = ""
+    rounds: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.data not in DATA_KINDS:
+            raise ValueError(f"stage kind '{self.name}': data '{self.data}' is not in DATA_KINDS")
 
 
 STAGE_KINDS: dict[str, StageKind] = {
@@ -70,6 +122,9 @@ STAGE_KINDS: dict[str, StageKind] = {
                   summary="baseline: Early Experience, implicit world modelling (predict next observations)"),
         StageKind("agent_r", "sft", "agent_r", "agent_r_rows", "generation", None, "il",
                   summary="baseline: Agent-R, revision at the policy's first deviation + expert rows (IL's budget)"),
+        StageKind("sand", "sft", "sand", "sand_rows", "generation", None, "il",
+                  summary="baseline: SAND, execution-grounded deliberation + the expert action (IL's budget)",
+                  rounds="sand.iterations"),
     )
 }  # fmt: skip
 
@@ -95,10 +150,29 @@ def stage_experiment(kind: str, cfg: ExperimentConfig) -> ExperimentConfig:
     return cfg.model_copy(update={"prompt": cfg.prompt.model_copy(update=settings)})
 
 
+def expand(stages: list[str], cfg: ExperimentConfig) -> list[str]:
+    """The stages a pipeline runs: each kind with ``rounds`` repeated as often as its config key says."""
+    out = []
+    for k in stages:
+        rounds = stage_kind(k).rounds
+        n = 1
+        if rounds:
+            block, _, key = rounds.partition(".")
+            n = int(getattr(getattr(cfg, block), key))
+        out += [k] * n
+    return out
+
+
 def data_steps(stages: list[str]) -> list[str]:
     """The data a pipeline of these stages consumes, in the order the runner builds it (experts first)."""
     wanted = {stage_kind(k).data for k in stages}
-    return [d for d in ("experts", "pairs", "early_experience", "agent_r") if d in wanted or d == "experts"]
+    return [d for d in DATA_KINDS if d in wanted or d == "experts"]
+
+
+def built_data(kind: str) -> DataKind | None:
+    """The table entry of a data kind a builder makes (a reflection baseline's), else None."""
+    spec = DATA_KINDS[kind]
+    return spec if spec.builder else None
 
 
 def needs_pairs(stages: list[str]) -> bool:

@@ -12,7 +12,7 @@ from tqdm import tqdm
 from nemo_act.config import load_config
 from nemo_act.data.io import ResumableJsonl
 from nemo_act.evaluation.pool import EnvPool, with_deadline
-from nemo_act.evaluation.rollout import EpisodeRecord, _play, summarize
+from nemo_act.evaluation.rollout import EpisodeRecord, Start, _play, play_starts, summarize
 from nemo_act.generation import RandomGenerator
 
 
@@ -42,6 +42,13 @@ class SleepyEnv:
             time.sleep(3600)
         self.t += 1
         return self._view()
+
+    def branch(self, task, action):
+        """A stand-in for :class:`nemo_act.branching.BranchingEnv`'s: a state restored, one action taken."""
+        if task == "lost":
+            return "diverged: the record says otherwise"
+        self.reset(task, 0)
+        return self.step(action)
 
     def close(self):
         pass
@@ -92,7 +99,7 @@ def test_evaluation_records_a_hung_episode_as_failed_and_finishes_the_rest(hang_
     from functools import partial
 
     cfg = load_config(overrides=["env.max_restarts=1"])
-    queue = [("a", 0), ("hang", 0), ("b", 0)]
+    queue = [Start(f"scienceworld/{t}/0", t, 0, ("reset", (t, 0))) for t in ("a", "hang", "b")]
     log = ResumableJsonl(tmp_path / "episodes.jsonl", EpisodeRecord, key="episode_id")
     with log, EnvPool(partial(SleepyEnv, hang_on), 2, 1, call_timeout=1.0) as pool, tqdm(disable=True) as bar:
         _play(pool, RandomGenerator(), cfg, list(queue), 0, cfg.eval.sampling, None, log, bar)
@@ -105,3 +112,27 @@ def test_evaluation_records_a_hung_episode_as_failed_and_finishes_the_rest(hang_
     )
     summary = summarize(list(log.records), 0)
     assert summary["failed"] == {"scienceworld/hang/0": hung.failed} and summary["episodes"] == 3
+
+
+def test_branched_starts_play_on_from_their_first_action_and_a_lost_one_is_recorded(tmp_path):
+    """A branched start's first step is the action it was given (completed from the env's answer) with the
+    prefix in the policy's history; the step budget counts from the episode's start; a start whose state
+    cannot be restored is recorded as failed with the reason, not retried."""
+    from functools import partial
+
+    cfg = load_config()
+    prefix = (("a at 0", "wait"),)
+    first = ({"prompt": None, "output": None, "action": "look", "well_formed": True},)
+    starts = [
+        Start("a#0", "a", 0, ("branch", ("a", "look")), past=prefix + (("a at 0", "look"),), first=first),
+        Start("b#0", "b", 0, ("branch", ("b", "look")), past=prefix + (("b at 0", "look"),), first=first, max_steps=2),
+        Start("lost#0", "lost", 0, ("branch", ("lost", "look")), first=first),
+    ]
+    records = play_starts(RandomGenerator(), cfg, starts, tmp_path / "r.jsonl", partial(SleepyEnv), 0,
+                          cfg.eval.sampling, workers=1, envs_per_worker=2, progress=False)  # fmt: skip
+    a, b, lost = records
+    assert [s["action"] for s in a.steps][:1] == ["look"] and a.steps[0]["observation"] == "a at 1"
+    assert len(a.steps) == 2 and a.success and a.max_score == 100  # one policy step to the end
+    assert "Action: look" in a.steps[1]["prompt"] and "Action: wait" in a.steps[1]["prompt"]
+    assert len(b.steps) == 1 and b.max_score == 50  # budget 2 from the start: the prefix and the branch
+    assert lost.failed == "diverged: the record says otherwise" and lost.steps == []

@@ -59,6 +59,33 @@ def test_recipe_loads_and_names_what_it_runs(path: Path):
         recipe.master_config(kind, cfg, {}, init=cfg.model.name_or_path, out="/runs/x", n_rows=1000)
 
 
+BASELINE_RECIPES = sorted(p for p in (conf_root() / "recipes").glob("*/*.yaml") if p.stem.split("-")[0] in
+                          ("ee", "sand", "agent_r"))  # fmt: skip
+
+
+def test_every_reflection_baseline_has_a_qwen3_8b_recipe_on_each_env_benchmark():
+    names = {(p.parent.name, p.stem) for p in BASELINE_RECIPES}
+    for bench in ("alfworld", "scienceworld"):  # WebShop's human sessions name no env episode to replay
+        for method in ("ee", "sand", "agent_r"):
+            assert (bench, f"{method}-qwen3-8b-4n4g-megatron") in names
+
+
+@pytest.mark.parametrize("path", BASELINE_RECIPES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_baseline_recipe_is_its_act_recipe_with_the_baseline_pipeline(path: Path):
+    """Same model, layout, data and evaluation as the ACT recipe it names; the pipeline is the method's
+    ``<method>_rl``; every stage maps onto NeMo-RL keys."""
+    cfg = load_config(path)
+    act = load_config(path.with_name("act-" + path.stem.split("-", 1)[1] + ".yaml"))
+    method = path.stem.split("-")[0]
+    assert cfg.pipeline.name == f"{method}_rl" and cfg.run_dir.endswith(path.stem)
+    assert cfg.pipeline.stages == load_config(conf_root() / "pipeline" / f"{method}_rl.yaml").pipeline.stages
+    for block in ("model", "benchmark", "engine", "generation", "eval", "prompt"):
+        assert getattr(cfg, block) == getattr(act, block), block
+    assert cfg.pipeline.experts == act.pipeline.experts and cfg.pipeline.eval == act.pipeline.eval
+    for kind in cfg.pipeline.stages:
+        recipe.master_config(kind, cfg, {}, init=cfg.model.name_or_path, out="/runs/x", n_rows=1000)
+
+
 def test_act_stage_maps_our_settings_onto_nemo_rl_keys():
     cfg = load_config(conf_root() / "recipes" / "alfworld" / "act-qwen3-8b-4n4g-megatron.yaml")
     sc = cfg.train.act

@@ -173,6 +173,28 @@ class AgentRConfig(_Strict):
     envs_per_worker: int = Field(gt=0, description="Live rollouts per env worker.")
 
 
+class SandConfig(_Strict):
+    """The SAND baseline's data (Xia et al. 2025; prompts ours): execution-grounded deliberation."""
+
+    candidates: int = Field(gt=0, description="Policy samples per expert state (paper: 5; 3 on WebShop).")
+    iterations: int = Field(
+        gt=0, description="Rounds of sample -> deliberate -> SFT; each re-samples with the newest checkpoint."
+    )
+    seed: int
+    sampling: SamplingConfig = Field(description="The current policy's candidate samples (paper: temperature 1).")
+    rollout_sampling: SamplingConfig = Field(description="The current policy rolling each candidate on to the end.")
+    rollout_steps: int | None = Field(
+        default=None, gt=0, description="Policy steps after a candidate (None: to benchmark.max_steps)."
+    )
+    critic_sampling: SamplingConfig = Field(description="The frozen initial policy's critiques and deliberation.")
+    critique_steps: int = Field(gt=0, description="Steps after a candidate shown in its critique prompt.")
+    max_quoted_words: int = Field(
+        gt=0, description="A deliberation repeating this many consecutive words of the expert's outcome narrates it."
+    )
+    envs_per_worker: int = Field(gt=0, description="Live roll-ons per env worker.")
+    chunk: int = Field(gt=0, description="States per generation call (and per resumable append).")
+
+
 class EvalConfig(_Strict):
     """Evaluation protocol knobs shared by all benchmarks."""
 
@@ -368,6 +390,7 @@ class ExperimentConfig(_Strict):
     pairs: PairsConfig
     early_experience: EarlyExperienceConfig
     agent_r: AgentRConfig
+    sand: SandConfig
     eval: EvalConfig
     env: EnvRuntimeConfig
     engine: EngineConfig

@@ -58,9 +58,35 @@ class EpisodeRecord(BaseModel):
     failed: str | None = None  # why the episode could not be played (its env kept hanging or dying)
 
 
+@dataclass(frozen=True)
+class Start:
+    """How one episode begins: a reset, or a branch from a recorded state (SAND's roll-on).
+
+    Attributes:
+        key: The episode's id (records, resume, seeding).
+        task: Its task.
+        variation: Its variation.
+        call: The env call that begins it: ``("reset", (task, variation))``, or a method of
+            :class:`~nemo_act.branching.BranchingEnv` that restores a state and executes a first action
+            (it returns the observation after that action, or a string saying why it could not).
+        past: (observation, action) pairs before the first step the policy plays (the replayed prefix and
+            the branched action), shown in the policy's history.
+        first: The step records the call already took (the branched action), completed from its result.
+        max_steps: Step budget counted from the episode's start, prefix included.
+    """
+
+    key: str
+    task: str
+    variation: int
+    call: tuple[str, tuple]
+    past: tuple[tuple[str, str], ...] = ()
+    first: tuple[dict[str, Any], ...] = ()
+    max_steps: int | None = None
+
+
 @dataclass
 class _Live:
-    episode: tuple[str, int]
+    start: Start
     view: Observation
     past: list[tuple[str, str]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
@@ -110,27 +136,69 @@ def run_episodes(
     """
     out_dir = Path(out_dir)
     name = cfg.benchmark.name
-    with ResumableJsonl(out_dir / "episodes.jsonl", EpisodeRecord, key="episode_id") as log:
-        done_ids = log.done_keys
-        queue = [e for e in episodes if episode_id(name, *e) not in done_ids]
-        bar = tqdm(
-            total=len(episodes), initial=len(episodes) - len(queue), desc=f"eval seed {seed}", disable=not progress
-        )
-        factory = _env_factory(cfg, expert=generator.name == "gold")
-        with bar, EnvPool(factory, workers, envs_per_worker, cfg.env.call_timeout_s) as pool:
-            _play(pool, generator, cfg, queue, seed, sampling, gold, log, bar)
-    records = log.ordered(episode_id(name, *e) for e in episodes)
-    log.finish()
+    starts = [Start(episode_id(name, t, v), t, v, ("reset", (t, v))) for t, v in episodes]
+    factory = _env_factory(cfg, expert=generator.name == "gold")
+    records = play_starts(
+        generator, cfg, starts, out_dir / "episodes.jsonl", factory, seed, sampling, workers, envs_per_worker,
+        gold=gold, progress=progress, desc=f"eval seed {seed}",
+    )  # fmt: skip
     summary = summarize(records, seed)
     write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def play_starts(
+    generator: Generator,
+    cfg: ExperimentConfig,
+    starts: Sequence[Start],
+    out: str | Path,
+    factory: Any,
+    seed: int,
+    sampling: SamplingConfig,
+    workers: int,
+    envs_per_worker: int,
+    gold: dict[str, Trajectory] | None = None,
+    progress: bool = True,
+    desc: str = "episodes",
+) -> list[EpisodeRecord]:
+    """Play episodes from their starts to the end with a policy; append each finished one to ``out`` (resumable).
+
+    Args:
+        generator: The policy.
+        cfg: Experiment config (benchmark, prompt, env).
+        starts: How each episode begins (a reset, or a branch from a recorded state).
+        out: JSONL of :class:`EpisodeRecord` (``<out>.partial`` until every episode is done).
+        factory: Builds one env in a worker (must have the methods the starts call).
+        seed: Sampling seed.
+        sampling: Temperature, top-p, max new tokens.
+        workers: Env worker processes.
+        envs_per_worker: Envs per worker.
+        gold: Expert trajectories by episode id (for the gold policy).
+        progress: Show a progress bar with the live completion rate.
+        desc: The progress bar's label.
+
+    Returns:
+        Every episode's record, in the order of ``starts``.
+    """
+    with ResumableJsonl(out, EpisodeRecord, key="episode_id") as log:
+        done_ids = log.done_keys
+        queue = [s for s in starts if s.key not in done_ids]
+        bar = tqdm(total=len(starts), initial=len(starts) - len(queue), desc=desc, disable=not progress)
+        if queue:
+            with bar, EnvPool(factory, workers, envs_per_worker, cfg.env.call_timeout_s) as pool:
+                _play(pool, generator, cfg, queue, seed, sampling, gold, log, bar)
+        else:
+            bar.close()
+    records = log.ordered(s.key for s in starts)
+    log.finish()
+    return records
 
 
 def _play(
     pool: EnvPool,
     generator: Generator,
     cfg: ExperimentConfig,
-    queue: list[tuple[str, int]],
+    queue: list[Start],
     seed: int,
     sampling: SamplingConfig,
     gold: dict[str, Trajectory] | None,
@@ -144,28 +212,48 @@ def _play(
     """
     live: dict[int, _Live] = {}
     free = list(range(min(pool.size, len(queue))))
-    restarts: dict[tuple[str, int], int] = {}
+    restarts: dict[str, int] = {}
+    starting: dict[int, Start] = {}
 
     def requeue_lost() -> None:
         for s, reason in sorted(pool.pop_lost_slots().items()):
             if s not in live and s not in starting:
                 continue  # an idle slot: nothing was lost
-            ep = live.pop(s).episode if s in live else starting[s]
-            restarts[ep] = restarts.get(ep, 0) + 1
+            ep = live.pop(s).start if s in live else starting[s]
+            restarts[ep.key] = restarts.get(ep.key, 0) + 1
             free.append(s)
-            if restarts[ep] > cfg.env.max_restarts:
-                log.append([_failed(ep, seed, cfg.benchmark.name, f"{reason} ({restarts[ep]} times)")])
+            if restarts[ep.key] > cfg.env.max_restarts:
+                log.append([_failed(ep, seed, f"{reason} ({restarts[ep.key]} times)")])
                 bar.update(1)
             else:
                 queue.insert(0, ep)
+
+    def finish(slot: int) -> None:
+        log.append([_record(live.pop(slot), seed)])
+        free.append(slot)
+        bar.update(1)
+        bar.set_postfix(success=f"{sum(r.success for r in log.records)}/{len(log.records)}")
 
     while queue or live:
         starting = {}
         while free and queue:
             slot, ep = free.pop(), queue.pop(0)
             starting[slot] = ep
-        for slot, view in pool.run({s: ("reset", ep) for s, ep in starting.items()}).items():
-            live[slot] = _Live(episode=starting[slot], view=as_observation(view))
+        for slot, view in pool.run({s: ep.call for s, ep in starting.items()}).items():
+            ep = starting[slot]
+            if isinstance(view, str):  # a branch that could not be restored: recorded, not retried
+                log.append([_failed(ep, seed, view)])
+                free.append(slot)
+                bar.update(1)
+                continue
+            steps = [dict(s) for s in ep.first]
+            live[slot] = _Live(start=ep, view=as_observation(view), past=list(ep.past), steps=steps)
+            if ep.first:  # the branched action's own step, completed from what the env showed
+                v = live[slot].view
+                live[slot].steps[-1].update(score=v.score, observation=v.observation)
+                live[slot].max_score = v.score
+                if v.done or len(live[slot].past) >= (ep.max_steps or cfg.benchmark.max_steps):
+                    finish(slot)
         requeue_lost()
         starting = {}
         if not live:
@@ -198,17 +286,13 @@ def _play(
             ep.steps[-1].update(reward=view.score - prev, score=view.score, observation=view.observation)
             ep.view = view
             ep.max_score = max(ep.max_score, view.score)
-            if view.done or len(ep.steps) >= cfg.benchmark.max_steps:
-                log.append([_record(ep, seed, cfg.benchmark.name)])
-                del live[s]
-                free.append(s)
-                bar.update(1)
-                bar.set_postfix(success=f"{sum(r.success for r in log.records)}/{len(log.records)}")
+            if view.done or len(ep.past) >= (ep.start.max_steps or cfg.benchmark.max_steps):
+                finish(s)
 
 
 def _request(ep: _Live, cfg: ExperimentConfig, gold: dict[str, Trajectory] | None) -> GenerationRequest:
     view = ep.view
-    eid = episode_id(cfg.benchmark.name, *ep.episode)
+    eid = ep.start.key
     state = build_state(
         view.task_description,
         ep.past,
@@ -229,13 +313,12 @@ def _request(ep: _Live, cfg: ExperimentConfig, gold: dict[str, Trajectory] | Non
     )
 
 
-def _record(ep: _Live, seed: int, benchmark: str) -> EpisodeRecord:
-    task, variation = ep.episode
+def _record(ep: _Live, seed: int) -> EpisodeRecord:
     final = ep.view.score
     return EpisodeRecord(
-        episode_id=episode_id(benchmark, task, variation),
-        task_id=task,
-        variation=variation,
+        episode_id=ep.start.key,
+        task_id=ep.start.task,
+        variation=ep.start.variation,
         seed=seed,
         steps=ep.steps,
         max_score=max(ep.max_score, 0.0),
@@ -244,13 +327,12 @@ def _record(ep: _Live, seed: int, benchmark: str) -> EpisodeRecord:
     )
 
 
-def _failed(episode: tuple[str, int], seed: int, benchmark: str, reason: str) -> EpisodeRecord:
+def _failed(start: Start, seed: int, reason: str) -> EpisodeRecord:
     """The record of an episode that could not be played: no steps, score 0, the reason."""
-    task, variation = episode
     return EpisodeRecord(
-        episode_id=episode_id(benchmark, task, variation),
-        task_id=task,
-        variation=variation,
+        episode_id=start.key,
+        task_id=start.task,
+        variation=start.variation,
         seed=seed,
         steps=[],
         max_score=0.0,

@@ -132,6 +132,43 @@ def reflection_prompt(
     return _preamble(benchmark, cfg) + body
 
 
+def critique_prompt(
+    state: State, action: str, steps: Sequence[tuple[str, str]], score: float, benchmark: str, cfg: PromptConfig
+) -> str:
+    """Render SAND's critique prompt (``sand_critique.txt``, ours): judge one candidate from what followed it.
+
+    Args:
+        state: The decision state.
+        action: The candidate.
+        steps: (action, the observation after it) from the candidate on, as many as the prompt shows.
+        score: The best score the episode reached (0-100).
+        benchmark: Benchmark name (chooses the preamble).
+        cfg: Prompt settings (observation cut).
+    """
+    items = "\n".join(
+        template("ee_outcome_item").format(action=a, observation=_cut(o, cfg.max_observation_chars)) for a, o in steps
+    )
+    body = template("sand_critique").format(**_state_fields(state, cfg), action=action, steps=items, score=score)
+    return _preamble(benchmark, cfg) + body
+
+
+def deliberation_prompt(
+    state: State, critiques: Sequence[tuple[str, str]], action: str, benchmark: str, cfg: PromptConfig
+) -> str:
+    """Render SAND's deliberation prompt (``sand_deliberation.txt``, ours): compare the judged candidates.
+
+    Args:
+        state: The decision state.
+        critiques: (action, its critique), in the order shown (the caller shuffles them).
+        action: The action the deliberation must arrive at (the expert's).
+        benchmark: Benchmark name (chooses the preamble).
+        cfg: Prompt settings.
+    """
+    items = "\n".join(template("sand_critique_item").format(action=a, critique=c) for a, c in critiques)
+    body = template("sand_deliberation").format(**_state_fields(state, cfg), critiques=items, action=action)
+    return _preamble(benchmark, cfg) + body
+
+
 def world_model_prompt(state: State, action: str, benchmark: str, cfg: PromptConfig) -> str:
     """Render the implicit world-modelling prompt (``wm_prediction.txt``, ours): predict an action's outcome."""
     body = template("wm_prediction").format(**_state_fields(state, cfg), action=action)
