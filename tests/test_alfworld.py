@@ -170,15 +170,17 @@ def test_an_expert_episode_repeats_exactly(alf_cfg):
 
 
 def test_reflection_baselines_build_on_real_alfworld_states(alf_cfg, tmp_path):
-    """Early Experience and Agent-R on an ALFWorld game: branching replays of the handcoded expert's prefix
-    reach its recorded observations (the expert's own action leads to the recorded next one), and a random
-    policy's rollout from the game's start deviates, acting first on the expert's recorded state."""
+    """Early Experience, SAND and Agent-R on an ALFWorld game: branching replays of the handcoded expert's
+    prefix reach its recorded observations (the expert's own action leads to the recorded next one), SAND's
+    roll-ons start there and play on with the random policy, and a random policy's rollout from the game's
+    start deviates, acting first on the expert's recorded state."""
     from scripted_policy import ScriptedPolicy
 
     from nemo_act.experts import collect_experts
     from nemo_act.generation.simple import RandomGenerator
     from nemo_act.reflection.agent_r import build_agent_r, read_revisions
     from nemo_act.reflection.early_experience import build_early_experience, read_reflections
+    from nemo_act.reflection.sand import build_sand, read_deliberations
 
     everything = tmp_path / "all.jsonl"
     collect_experts(alf_cfg, "train", everything, tasks=["pick_and_place_simple-Book-"], workers=2, progress=False)
@@ -193,6 +195,15 @@ def test_reflection_baselines_build_on_real_alfworld_states(alf_cfg, tmp_path):
         if r.index + 1 < len(traj.steps):
             assert expert.observation.split() == traj.steps[r.index + 1].observation.split()
         assert len({c.action for c in r.candidates}) == 3
+    sd = cfg.sand.model_copy(update={"candidates": 2, "rollout_steps": 2})
+    sand = read_deliberations(build_sand(cfg.model_copy(update={"sand": sd}), experts, ScriptedPolicy(),
+                                         tmp_path / "sand", 2, False).out)  # fmt: skip
+    assert len(sand) == len(traj.steps) and all(r.reason != "rollout_failed" for r in sand)
+    for r in sand:
+        expert = next(c for c in r.candidates if c.source == "expert")
+        if r.index + 1 < len(traj.steps):
+            assert expert.steps[0][1].split() == traj.steps[r.index + 1].observation.split()
+        assert all(1 <= c.n_steps <= 3 and c.critique for c in r.candidates)
     ar = read_revisions(build_agent_r(cfg, experts, RandomGenerator(), tmp_path / "ar", 1, False).out)
     (rev,) = ar
     assert rev.kept and rev.wrong[0].observation == traj.steps[rev.deviation].observation

@@ -209,3 +209,32 @@ def test_cluster_mode_builds_a_round_in_a_child_process_with_the_same_result(sw_
     assert outs[0].relative_to(tmp_path / "run_True") == Path("data/sand/01_sand/deliberations.jsonl")
     assert outs[1].relative_to(tmp_path / "run_False") == Path("data/sand/01_sand/deliberations.jsonl")
     assert outs[0].read_text() == outs[1].read_text() and outs[0].read_text()
+
+
+@pytest.mark.slow
+def test_cli_builds_with_the_tiny_model_as_the_critic(tiny_model_dir, sw_experts, tmp_path):
+    """`nemo-act reflection sand` with the random policy sampling and rolling on and a real (tiny, untrained)
+    model writing every critique and deliberation: each state is audited, each candidate critiqued, and the
+    printout gives kept / none-for counts per reason."""
+    import os
+    import subprocess
+    import sys
+
+    trajs = sorted(read_jsonl(sw_experts, Trajectory), key=lambda t: len(t.steps))
+    experts = tmp_path / "experts.jsonl"
+    experts.write_text(trajs[0].model_dump_json() + "\n")
+    cmd = [
+        sys.executable, "-m", "nemo_act.cli", "reflection", "sand", "--experts", str(experts), "--policy", "random",
+        "--critic", str(tiny_model_dir), "--out", str(tmp_path / "sand"), "--workers", "1", "sand.candidates=2",
+        "sand.rollout_steps=1", "sand.critic_sampling.max_new_tokens=24",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_deliberations(tmp_path / "sand" / "deliberations.jsonl")
+    assert len(records) == len(trajs[0].steps)
+    assert all(r.deliberation is not None and 2 <= len(r.candidates) <= 3 for r in records)
+    assert all(c.critique is not None for r in records for c in r.candidates)
+    counts = read_manifest(tmp_path / "sand" / "deliberations.jsonl")["counts"]
+    assert f"{counts['kept']} of {len(records)} deliberations kept" in proc.stdout and "none for: " in proc.stdout
+    assert read_manifest(tmp_path / "sand" / "deliberations.jsonl")["params"]["critic"] == str(tiny_model_dir)
