@@ -238,3 +238,52 @@ def test_cli_builds_with_the_tiny_model_as_the_critic(tiny_model_dir, sw_experts
     counts = read_manifest(tmp_path / "sand" / "deliberations.jsonl")["counts"]
     assert f"{counts['kept']} of {len(records)} deliberations kept" in proc.stdout and "none for: " in proc.stdout
     assert read_manifest(tmp_path / "sand" / "deliberations.jsonl")["params"]["critic"] == str(tiny_model_dir)
+
+
+@pytest.mark.slow
+def test_kill_9_during_roll_on_resumes_without_duplicates_or_gaps(sw_experts, tmp_path):
+    """A build killed with SIGKILL while it rolls candidates on resumes where it stopped: the finished
+    roll-ons are kept as written (not played again), every roll-on is in the file once, and the audit file
+    equals an uninterrupted build's."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    overrides = ["sand.candidates=2", "sand.envs_per_worker=1"]
+    script = tmp_path / "build.py"
+    script.write_text(
+        "import sys\n"
+        "from scripted_policy import ScriptedPolicy\n"
+        "from nemo_act.config.load import load_config\n"
+        "from nemo_act.reflection.sand import build_sand\n"
+        "if __name__ == '__main__':  # the env pool spawns workers that import this file\n"
+        f"    cfg = load_config(overrides={overrides!r})\n"
+        "    build_sand(cfg, sys.argv[1], ScriptedPolicy(), sys.argv[2], 1, progress=False)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    trajs = sorted(read_jsonl(sw_experts, Trajectory), key=lambda t: len(t.steps))
+    experts = tmp_path / "experts.jsonl"
+    experts.write_text(trajs[0].model_dump_json() + "\n")
+    folder = tmp_path / "sand"
+    proc = subprocess.Popen([sys.executable, str(script), str(experts), str(folder)], env=env)
+    partial = folder / "rollouts.jsonl.partial"
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if partial.exists() and len(partial.read_text().splitlines()) >= 1:
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, "the build finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = partial.read_text().splitlines()
+    cfg = load_config(overrides=overrides)
+    resumed = read_deliberations(build_sand(cfg, experts, ScriptedPolicy(), folder, 1, progress=False).out)
+    lines = (folder / "rollouts.jsonl").read_text().splitlines()
+    assert lines[: len(before)] == before  # kept as written
+    keys = [json.loads(line)["episode_id"] for line in lines]
+    assert len(keys) == len(set(keys)) == sum(len(r.candidates) for r in resumed)
+    fresh = read_deliberations(build_sand(cfg, experts, ScriptedPolicy(), tmp_path / "fresh", 1, progress=False).out)
+    assert [r.model_dump() for r in resumed] == [r.model_dump() for r in fresh]
+    assert not list(folder.glob("*.partial"))
