@@ -9,13 +9,12 @@ TRL checkpoints go to ``<out>/checkpoints`` every ``save_steps``; a crashed stag
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import (
@@ -68,19 +67,6 @@ def _load(init: str, cfg: ExperimentConfig):
         dtype = torch.float32  # CPU training in half precision is slow and lossy
     model = AutoModelForCausalLM.from_pretrained(init, dtype=dtype)
     return model, tok
-
-
-@contextlib.contextmanager
-def _env(name: str, value: str) -> Iterator[None]:
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
 
 
 def _finished(ckpt: Path) -> bool:
@@ -176,7 +162,7 @@ def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experimen
     model, tok = _load(init, cfg)
     # TensorBoard (train.report_to) writes beside the checkpoint, not under checkpoints/ (removed when done);
     # its callback reads the variable when the trainer is built
-    with _env("TENSORBOARD_LOGGING_DIR", str(out / "tensorboard")):
+    with mock.patch.dict(os.environ, {"TENSORBOARD_LOGGING_DIR": str(out / "tensorboard")}):
         trainer = _trainer(kind, model, tok, rows, cfg, out)
         use_stage_bar(trainer, out.name)
         trainer.train(resume_from_checkpoint=_last_checkpoint(out))
