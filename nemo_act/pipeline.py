@@ -71,8 +71,10 @@ def checkpoint_fingerprint(path: str) -> str:
 
 def stage_fingerprint(kind: str, init: str, data: Path, cfg: ExperimentConfig) -> str:
     """Everything that makes a stage's output what it is."""
+    block = DATA_KINDS[stage_kind(kind).data].config
     return _hash(
         {
+            **({"data_config": getattr(cfg, block).model_dump()} if block else {}),
             "kind": kind,
             "init": checkpoint_fingerprint(init),
             "data": file_sha256(data),
@@ -257,6 +259,11 @@ class PipelineRunner:
         write_text_atomic(marker, json.dumps(info, indent=2) + "\n")
         if rows is None:
             rows = stage_data.rows_for(kind, data, stage_experiment(kind, self.cfg))
+        if not rows:
+            raise ValueError(
+                f"stage {out.name}: {data} gives no training rows (a baseline whose every example was dropped: "
+                "its manifest counts say why)"
+            )
         t = time.time()
         train_stage(kind, init, rows, self.cfg, out)
         shutil.rmtree(out / "checkpoints", ignore_errors=True)

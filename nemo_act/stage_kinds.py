@@ -30,6 +30,8 @@ class DataKind:
             :class:`~nemo_act.data.manifest.Summary`); None for the runner's own steps (experts, pairs).
         audit: The audit file the builder writes in its folder (the stage's rows are made from it).
         record: ``module:Class`` of the audit file's lines.
+        config: The config block of its settings (``early_experience``, ``sand``, ``agent_r``); part of the
+            fingerprint of every stage that consumes it (a row-mixing setting changes no audit file).
         policy: Whose samples the builder uses: ``init`` (the pipeline's initial policy, built once before
             the stages) or ``stage`` (the checkpoint the consuming stage starts from, built right before it:
             SAND's "current policy", so a second ``sand`` stage re-samples with the newest checkpoint).
@@ -39,6 +41,7 @@ class DataKind:
     builder: str | None = None
     audit: str | None = None
     record: str | None = None
+    config: str | None = None
     policy: Literal["init", "stage"] = "init"
 
 
@@ -48,11 +51,11 @@ DATA_KINDS: dict[str, DataKind] = {
         DataKind("experts"),
         DataKind("pairs"),
         DataKind("early_experience", "nemo_act.reflection.early_experience:build_early_experience",
-                 "reflections.jsonl", "nemo_act.reflection.early_experience:ReflectionRecord"),
+                 "reflections.jsonl", "nemo_act.reflection.early_experience:ReflectionRecord", "early_experience"),
         DataKind("agent_r", "nemo_act.reflection.agent_r:build_agent_r", "revisions.jsonl",
-                 "nemo_act.reflection.agent_r:RevisionRecord"),
+                 "nemo_act.reflection.agent_r:RevisionRecord", "agent_r"),
         DataKind("sand", "nemo_act.reflection.sand:build_sand", "deliberations.jsonl",
-                 "nemo_act.reflection.sand:DeliberationRecord", policy="stage"),
+                 "nemo_act.reflection.sand:DeliberationRecord", "sand", policy="stage"),
     )
 }  # fmt: skip
 

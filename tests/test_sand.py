@@ -287,3 +287,24 @@ def test_kill_9_during_roll_on_resumes_without_duplicates_or_gaps(sw_experts, tm
     fresh = read_deliberations(build_sand(cfg, experts, ScriptedPolicy(), tmp_path / "fresh", 1, progress=False).out)
     assert [r.model_dump() for r in resumed] == [r.model_dump() for r in fresh]
     assert not list(folder.glob("*.partial"))
+
+
+def test_a_baseline_stage_without_rows_stops_and_names_its_file(tmp_path):
+    """Early Experience with every reflection dropped (what the untrained tiny model writes) has no rows
+    to train on: the stage stops before training and names the audit file whose counts say why."""
+    from nemo_act.data.manifest import write_manifest
+    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.reflection.early_experience import ReflectionRecord
+
+    expert = _expert()
+    experts = tmp_path / "experts.jsonl"
+    experts.write_text(expert.model_dump_json() + "\n")
+    audit = tmp_path / "reflections.jsonl"
+    dropped = ReflectionRecord(state_id=f"{expert.trajectory_id}/0", trajectory_id=expert.trajectory_id, index=0,
+                               expert_action="go to hallway", candidates=[], reflection="<action>x</action>",
+                               kept=False, reason="concludes_other")  # fmt: skip
+    audit.write_text(dropped.model_dump_json() + "\n")
+    write_manifest(audit, "early_experience", params={}, counts={"kept": 0}, inputs={"experts": experts})
+    runner = PipelineRunner(load_config(overrides=[f"run_dir={tmp_path / 'run'}"]))
+    with pytest.raises(ValueError, match=rf"stage 01_ee: {audit} gives no training rows"):
+        runner.run_stage(1, "ee", "random", {"early_experience": audit})

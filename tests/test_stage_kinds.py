@@ -6,7 +6,16 @@ from nemo_act import stage_data
 from nemo_act.config import ConfigError, load_config
 from nemo_act.engines.nemo_rl import recipe
 from nemo_act.engines.nemo_rl.processors import task_name
-from nemo_act.stage_kinds import STAGE_KINDS, data_steps, needs_pairs, stage_config, stage_experiment, stage_kind
+from nemo_act.stage_kinds import (
+    DATA_KINDS,
+    STAGE_KINDS,
+    data_steps,
+    load,
+    needs_pairs,
+    stage_config,
+    stage_experiment,
+    stage_kind,
+)
 
 
 @pytest.mark.parametrize("name", list(STAGE_KINDS))
@@ -33,3 +42,32 @@ def test_the_runner_derives_its_data_steps_from_the_stages():
     assert data_steps(["il", "rl"]) == ["experts"]
     assert data_steps(["ee", "rl"]) == data_steps(["ee_wm"]) == ["experts", "early_experience"]
     assert data_steps(["act", "ee"]) == ["experts", "pairs", "early_experience"]
+    assert data_steps(["sand", "rl"]) == ["experts", "sand"]
+
+
+@pytest.mark.parametrize("kind", sorted({k.data for k in STAGE_KINDS.values()}))
+def test_every_data_kind_names_how_it_is_built_and_read(kind):
+    """A built kind names an importable builder and record type, an audit file and its config block."""
+    spec = DATA_KINDS[kind]
+    if spec.builder is None:
+        assert kind in ("experts", "pairs") and spec.audit is spec.record is spec.config is None
+        return
+    cfg = load_config()
+    assert callable(load(spec.builder)) and spec.audit.endswith(".jsonl")
+    assert load(spec.record).model_fields["state_id" if kind != "agent_r" else "trajectory_id"]
+    assert getattr(cfg, spec.config) is not None
+
+
+def test_a_baseline_stage_retrains_when_its_data_settings_change(tmp_path):
+    """A row-mixing setting changes no audit file (the same reflections), so it is part of the fingerprint of
+    the stages that read that data kind, and of no other stage."""
+    from nemo_act.pipeline import stage_fingerprint
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("{}\n")
+    cfg = load_config()
+    other = load_config(overrides=["early_experience.expert_rows_per_reflection=2.0"])
+    assert stage_fingerprint("ee", "random", data, cfg) != stage_fingerprint("ee", "random", data, other)
+    assert stage_fingerprint("ee_wm", "random", data, cfg) != stage_fingerprint("ee_wm", "random", data, other)
+    assert stage_fingerprint("il", "random", data, cfg) == stage_fingerprint("il", "random", data, other)
+    assert stage_fingerprint("sand", "random", data, cfg) == stage_fingerprint("sand", "random", data, other)
