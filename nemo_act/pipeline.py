@@ -359,9 +359,11 @@ class PipelineRunner:
             return self.log
         if only == "evaluate":
             checkpoints = self.trained_checkpoints()
-            if not checkpoints:
+            if not checkpoints and stages:
                 raise ValueError(f"{self.dir}: no finished stage to evaluate")
             return self._evaluate(checkpoints)
+        if not stages:  # a prompting baseline: nothing to build or train; the initial policy is evaluated
+            return self._evaluate([])
         experts = self.experts("experts")
         inputs: dict[str, Path | None] = {"experts": experts}
         heldout_pairs = None
@@ -384,11 +386,16 @@ class PipelineRunner:
                 self.log["selection"][Path(ckpt).name] = self.selection(Path(ckpt).name, ckpt, heldout_pairs)
         return self._evaluate(checkpoints)
 
-    def _env_eval_targets(self, checkpoints: list[str]) -> list[str]:
-        """The checkpoints ``pipeline.eval.stages`` evaluates in the env (none when the benchmark has no simulator)."""
+    def _env_eval_targets(self, checkpoints: list[str]) -> list[tuple[str, str]]:
+        """(name, checkpoint) of what ``pipeline.eval.stages`` evaluates in the env.
+
+        None when the benchmark has no simulator (``env_factory`` is None: the protocol's one statement of
+        it). A pipeline without stages (a prompting baseline) evaluates its initial policy, named ``init``.
+        """
         if adapter_of(self.cfg.benchmark).env_factory(self.cfg.benchmark, False) is None:
             return []
-        return {"final": checkpoints[-1:], "all": checkpoints, "none": []}[self.cfg.pipeline.eval.stages]
+        named = [(Path(c).name, c) for c in checkpoints] or [("init", self.init)]
+        return {"final": named[-1:], "all": named, "none": []}[self.cfg.pipeline.eval.stages]
 
     def _evaluate(self, checkpoints: list[str]) -> dict[str, Any]:
         which = self._env_eval_targets(checkpoints)
@@ -397,8 +404,8 @@ class PipelineRunner:
                 f"[yellow]no env evaluation[/]: benchmark '{self.cfg.benchmark.name}' has no simulator "
                 "(held-out selection accuracy is its measure)"
             )
-        self.log["eval"] = {Path(c).name: self.evaluate(Path(c).name, c) for c in which}
-        self.log["final_checkpoint"] = checkpoints[-1]
+        self.log["eval"] = {name: self.evaluate(name, c) for name, c in which}
+        self.log["final_checkpoint"] = checkpoints[-1] if checkpoints else self.init
         self.log["finished"] = time.time()
         write_text_atomic(self.dir / "run.json", json.dumps(self.log, indent=2, default=str) + "\n")
         return self.log
@@ -424,7 +431,8 @@ class PipelineRunner:
             rows.append({"step": step, "python": python, "inputs": inputs, "outputs": str(outputs)})
 
         src = cfg.pipeline.experts
-        add("experts", py("experts"), f"{cfg.benchmark.name} {src.split}", data / "experts.jsonl")
+        if cfg.pipeline.stages:
+            add("experts", py("experts"), f"{cfg.benchmark.name} {src.split}", data / "experts.jsonl")
         policy = cfg.pipeline.pairs_policy or self.init
         has_pairs = needs_pairs(cfg.pipeline.stages)
         if has_pairs:
@@ -458,9 +466,9 @@ class PipelineRunner:
                 sel = d / "selection" / f"{out.name}.json"
                 add("selection", py("selection"), f"{out.name}, heldout_pairs.jsonl", sel)
         ev = cfg.pipeline.eval
-        for c in self._env_eval_targets(checkpoints):
-            name = Path(c).name
-            add("evaluate", py("evaluate"), f"{name}, {cfg.benchmark.name} {ev.split}", d / "eval" / name)
+        for name, c in self._env_eval_targets(checkpoints):
+            what = name if c != self.init else f"init ({c})"
+            add("evaluate", py("evaluate"), f"{what}, {cfg.benchmark.name} {ev.split}", d / "eval" / name)
         return rows
 
     def print_plan(self) -> list[dict[str, str]]:

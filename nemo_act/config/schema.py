@@ -351,7 +351,8 @@ class PipelineConfig(_Strict):
 
     name: str
     stages: list[str] = Field(
-        min_length=1, description="Stage kinds in order, e.g. [act, il, rl] (the table: nemo_act/stage_kinds.py)."
+        description="Stage kinds in order, e.g. [act, il, rl] (the table: nemo_act/stage_kinds.py); [] = a "
+        "prompting baseline: nothing is trained, the initial policy is evaluated."
     )
     init: str | None = Field(description="Starting checkpoint and pair-sampling policy (None = model).")
     pairs_policy: str | None = Field(description="Policy sampling alternatives (None = init; or 'random').")
