@@ -89,6 +89,21 @@ def stage_fingerprint(kind: str, init: str, data: Path, cfg: ExperimentConfig) -
     )
 
 
+def eval_fingerprint(checkpoint: str, cfg: ExperimentConfig) -> str:
+    """Everything that makes an env evaluation's result what it is (a finished one with it is reused)."""
+    ev = cfg.pipeline.eval
+    return _hash(
+        {
+            "checkpoint": checkpoint_fingerprint(checkpoint),
+            "episodes": {"split": ev.split, "tasks": ev.tasks, "max_variations": ev.max_variations},
+            "eval": cfg.eval.model_dump(),
+            "prompt": cfg.prompt.model_dump(),
+            "benchmark": cfg.benchmark.model_dump(),
+            "thinking": cfg.model.enable_thinking,
+        }
+    )
+
+
 def _engine_fingerprint(cfg: ExperimentConfig) -> dict[str, Any]:
     """What of the cluster engine changes a stage's result (not its layout: a job may be resized)."""
     n = cfg.engine.nemo_rl
@@ -313,19 +328,29 @@ class PipelineRunner:
         from nemo_act.generation import make_generator
 
         ev = self.cfg.pipeline.eval
+        out = self.dir / "eval" / name
+        fp = eval_fingerprint(checkpoint, self.cfg)
+        if (out / "summary.json").exists():
+            done = json.loads((out / "summary.json").read_text())
+            if done.get("fingerprint") == fp:
+                self.console.print(f"[green]skip[/] evaluation of {name}: finished with the same checkpoint and config")
+                return done
         if self.isolate:
             self._step("evaluate", name, checkpoint)
-            return json.loads((self.dir / "eval" / name / "summary.json").read_text())
-        return evaluate_policy(
+            return json.loads((out / "summary.json").read_text())
+        result = evaluate_policy(
             make_generator(checkpoint, self.cfg),
             self.cfg,
             ev.split,
-            self.dir / "eval" / name,
+            out,
             tasks=ev.tasks,
             max_variations=ev.max_variations,
             workers=ev.workers,
             envs_per_worker=ev.envs_per_worker,
         )
+        result["fingerprint"] = fp
+        write_text_atomic(out / "summary.json", json.dumps(result, indent=2) + "\n")
+        return result
 
     # ---- the whole run ----------------------------------------------------------------------------
     def trained_checkpoints(self) -> list[str]:

@@ -57,3 +57,11 @@ def test_a_prompting_baseline_evaluates_the_initial_policy_and_trains_nothing(sc
                                                EpisodeRecord) for s in e.steps]  # fmt: skip
     instruction = template("action_instruction_cot").strip()
     assert prompts and all((instruction in p) == (kind == "cot") for p in prompts)
+    # a finished evaluation with the same checkpoint and settings is reused; other settings evaluate again
+    episodes = runner.dir / "eval" / "init" / "seed_0" / "episodes.jsonl"
+    stamp = episodes.stat().st_mtime_ns
+    assert PipelineRunner(cfg).run()["eval"]["init"]["fingerprint"] == run["eval"]["init"]["fingerprint"]
+    assert episodes.stat().st_mtime_ns == stamp
+    longer = cfg.model_copy(update={"prompt": cfg.prompt.model_copy(update={"history_k": 1})})
+    assert PipelineRunner(longer).run()["eval"]["init"]["fingerprint"] != run["eval"]["init"]["fingerprint"]
+    assert episodes.stat().st_mtime_ns != stamp
