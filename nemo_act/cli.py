@@ -168,6 +168,26 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval_reasoning(args: argparse.Namespace) -> int:
+    """Evaluate a policy on MATH-500 or GPQA-Diamond (the paper's sampling, seeds) and print the accuracy."""
+    from nemo_act.generation import make_generator
+    from nemo_act.reasoning.data import load_problems
+    from nemo_act.reasoning.run import evaluate_reasoning
+
+    cfg = _cfg(args)
+    problems = load_problems(args.set, args.data or getattr(cfg.reasoning, args.set))
+    if args.limit is not None:
+        problems = problems[: args.limit]
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
+    r = evaluate_reasoning(make_generator(args.policy, cfg), cfg, problems, args.out, seeds)
+    chance = f" (chance {100 * r['chance']:.0f}%)" if r["chance"] else ""
+    print(
+        f"{args.set}: {r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f} % over seeds {r['seeds']}, "
+        f"{r['problems']} problems{chance} -> {Path(args.out) / 'summary.json'}"
+    )
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate a policy in the benchmark env (and its selection accuracy on pairs)."""
     import json
@@ -430,6 +450,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="results folder")
     _add_common(p)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("eval-reasoning", help="general reasoning: MATH-500 or GPQA-Diamond (paper's sampling)")
+    p.add_argument("set", choices=["math500", "gpqa"], help="the problem set")
+    p.add_argument("--policy", required=True, help="HF checkpoint or hub name")
+    p.add_argument("--data", default=None, help="the set's file (default: reasoning.<set>; none: the HF hub)")
+    p.add_argument("--seeds", default=None, help="comma-separated seeds (default: reasoning.seeds)")
+    p.add_argument("--limit", type=int, default=None, help="the first N problems only (a quick look)")
+    p.add_argument("--out", required=True, help="results folder (resumable)")
+    _add_common(p)
+    p.set_defaults(func=cmd_eval_reasoning)
 
     p = sub.add_parser("run", help="run a pipeline: data, stages, evaluation (skips finished stages)")
     p.add_argument("pipeline", help="pipeline config, e.g. conf/pipeline/act_il_rl.yaml")

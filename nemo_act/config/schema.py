@@ -195,6 +195,18 @@ class SandConfig(_Strict):
     chunk: int = Field(gt=0, description="States per generation call (and per resumable append).")
 
 
+class ReasoningConfig(_Strict):
+    """General-reasoning evaluation (``nemo-act eval-reasoning``): MATH-500 and GPQA-Diamond."""
+
+    sampling: SamplingConfig = Field(description="Paper: temperature 0.6, top-p 0.95; max_new_tokens is the budget.")
+    seeds: list[int] = Field(min_length=1, description="Paper: three runs, mean +- std.")
+    chunk: int = Field(gt=0, description="Problems per generation call (and per resumable append).")
+    math500: str | None = Field(description="MATH-500 JSONL path (None: HuggingFaceH4/MATH-500 from the hub).")
+    gpqa: str | None = Field(
+        description="GPQA-Diamond CSV path, the user's copy (None: the gated hub dataset Idavidrein/gpqa)."
+    )
+
+
 class EvalConfig(_Strict):
     """Evaluation protocol knobs shared by all benchmarks."""
 
@@ -392,6 +404,7 @@ class ExperimentConfig(_Strict):
     early_experience: EarlyExperienceConfig
     agent_r: AgentRConfig
     sand: SandConfig
+    reasoning: ReasoningConfig
     eval: EvalConfig
     env: EnvRuntimeConfig
     engine: EngineConfig
