@@ -305,6 +305,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Print the results table of run folders and write the plots."""
     from rich.console import Console
 
+    from nemo_act import paper_table
     from nemo_act.report import load_run, plot_runs, results_table, write_markdown
 
     runs = [load_run(d) for d in args.runs]
@@ -313,6 +314,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(f"table: {write_markdown(rows, out)}; plots: {plot_runs(runs, out)}")
+    paths = paper_table.write(args.runs, out)
+    print(paths["md"].read_text(), end="")
+    print("the paper's layout: " + ", ".join(str(p) for p in paths.values()))
     return 0
 
 
