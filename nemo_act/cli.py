@@ -188,6 +188,32 @@ def cmd_eval_reasoning(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """Run an analysis of checkpoints (the rationale intervention) and print its table."""
+    from nemo_act.analysis.intervention import run_intervention
+
+    cfg = _cfg(args)
+    checkpoints: dict[str, str] = {}
+    if args.run:
+        run = Path(args.run)
+        run_cfg = load_config(run / "config.yaml")
+        checkpoints["init"] = run_cfg.pipeline.init or run_cfg.model.name_or_path
+        for stage in sorted(p for p in (run / "stages").iterdir() if (p / "config.json").exists()):
+            checkpoints[stage.name] = str(stage)
+    for item in args.checkpoint or []:
+        name, _, path = item.partition("=")
+        checkpoints[name] = path or name
+    if not checkpoints:
+        raise SystemExit("analyze intervention: give --run RUN_DIR or --checkpoint NAME=PATH (repeatable)")
+    pairs = args.pairs or (Path(args.run) / "data" / "heldout_pairs.jsonl" if args.run else None)
+    if pairs is None:
+        raise SystemExit("analyze intervention: --pairs HELDOUT_PAIRS.jsonl is needed without --run")
+    run_intervention(checkpoints, pairs, args.writer, cfg, args.out)
+    print((Path(args.out) / "intervention.md").read_text(), end="")
+    print(f"plot: {Path(args.out) / 'intervention.png'}; rationales: {Path(args.out) / 'rationales.jsonl'}")
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate a policy in the benchmark env (and its selection accuracy on pairs)."""
     import json
@@ -464,6 +490,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="results folder (resumable)")
     _add_common(p)
     p.set_defaults(func=cmd_eval_reasoning)
+
+    p = sub.add_parser("analyze", help="analyses of checkpoints: the causal rationale intervention")
+    p.add_argument("analysis", choices=["intervention"])
+    p.add_argument("--run", default=None, help="a run folder: its initial policy and every finished stage")
+    p.add_argument("--checkpoint", action="append", help="NAME=PATH of a checkpoint (repeatable)")
+    p.add_argument("--pairs", default=None, help="held-out pairs (default: <run>/data/heldout_pairs.jsonl)")
+    p.add_argument("--writer", required=True, help="the model that writes the injected rationales")
+    p.add_argument("--out", required=True, help="results folder")
+    _add_common(p)
+    p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser("run", help="run a pipeline: data, stages, evaluation (skips finished stages)")
     p.add_argument("pipeline", help="pipeline config, e.g. conf/pipeline/act_il_rl.yaml")

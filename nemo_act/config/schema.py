@@ -207,6 +207,21 @@ class ReasoningConfig(_Strict):
     )
 
 
+class InterventionConfig(_Strict):
+    """The causal rationale intervention (``nemo-act analyze intervention``)."""
+
+    pairs: int = Field(gt=0, description="Held-out pairs analysed (a seeded sample; paper: 400).")
+    seed: int
+    sampling: SamplingConfig = Field(description="The checkpoints answering under each condition.")
+    writer_sampling: SamplingConfig = Field(description="The model writing the injected rationales.")
+
+
+class AnalysisConfig(_Strict):
+    """Analyses of trained checkpoints."""
+
+    intervention: InterventionConfig
+
+
 class EvalConfig(_Strict):
     """Evaluation protocol knobs shared by all benchmarks."""
 
@@ -405,6 +420,7 @@ class ExperimentConfig(_Strict):
     agent_r: AgentRConfig
     sand: SandConfig
     reasoning: ReasoningConfig
+    analysis: AnalysisConfig
     eval: EvalConfig
     env: EnvRuntimeConfig
     engine: EngineConfig

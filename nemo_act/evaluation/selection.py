@@ -30,6 +30,36 @@ def _requests(pairs: Sequence[Pair], cfg: ExperimentConfig) -> list[GenerationRe
     ]
 
 
+Outcome = str  # "expert", "alternative", "neither" or "malformed"
+
+
+def classify(pair: Pair, text: str, cfg: ExperimentConfig) -> tuple[Outcome, Any]:
+    """What a selection response chose: the expert, the alternative, neither candidate, or nothing well-formed.
+
+    Returns:
+        The outcome and the selection reward's parts (``action``, ``total``).
+    """
+    r = selection_reward(
+        text,
+        pair.candidates,
+        pair.expert_index,
+        pair.candidates_admissible,
+        cfg.rewards.selection,
+        cfg.benchmark.admissible_reward,
+        pair.state.admissible_actions,
+    )
+    if r.correct:
+        return "expert", r
+    if r.chosen_index is not None:
+        return "alternative", r
+    return ("neither" if r.named_neither else "malformed"), r
+
+
+def selection_requests(pairs: Sequence[Pair], cfg: ExperimentConfig) -> list[GenerationRequest]:
+    """The selection prompt of each pair as a generation request (key: the pair id)."""
+    return _requests(pairs, cfg)
+
+
 def free_selection(
     generator: Generator, pairs: Sequence[Pair], cfg: ExperimentConfig, sampling: SamplingConfig, seed: int
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -42,24 +72,7 @@ def free_selection(
     responses = generator.generate(_requests(pairs, cfg), 1, sampling, seed)
     rows = []
     for p, (text,) in zip(pairs, responses, strict=True):
-        r = selection_reward(
-            text,
-            p.candidates,
-            p.expert_index,
-            p.candidates_admissible,
-            cfg.rewards.selection,
-            cfg.benchmark.admissible_reward,
-            p.state.admissible_actions,
-        )
-        outcome = (
-            "expert"
-            if r.correct
-            else "alternative"
-            if r.chosen_index is not None
-            else "neither"
-            if r.named_neither
-            else "malformed"
-        )
+        outcome, r = classify(p, text, cfg)
         rows.append(
             {
                 "pair_id": p.pair_id,

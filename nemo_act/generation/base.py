@@ -20,6 +20,9 @@ class GenerationRequest:
         admissible_actions: The env's admissible actions (random policy).
         exclude: Actions a random policy must not return (the expert action for pair sampling).
         gold_action: The expert action (gold policy).
+        prefill: Text the assistant's turn starts with; the model continues it and the response excludes it
+            (the intervention analysis closes or fills the reasoning block this way).
+        extra: What a stand-in policy needs and a model never sees (a reference solution).
     """
 
     key: str
@@ -27,6 +30,7 @@ class GenerationRequest:
     admissible_actions: Sequence[str] = ()
     exclude: Sequence[str] = ()
     gold_action: str | None = None
+    prefill: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
 

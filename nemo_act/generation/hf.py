@@ -67,7 +67,7 @@ class HFGenerator:
 
     def render(self, request: GenerationRequest) -> str:
         """The exact prompt text the model sees for a request."""
-        return apply_chat_template(self.tokenizer, request.messages, self.model_cfg.enable_thinking)
+        return apply_chat_template(self.tokenizer, request.messages, self.model_cfg.enable_thinking) + request.prefill
 
     def _decode(self, ids: list[int]) -> str:
         eos = self.tokenizer.eos_token_id

@@ -91,7 +91,7 @@ class VLLMGenerator:
 
     def render(self, request: GenerationRequest) -> str:
         """The exact prompt text the model sees for a request."""
-        return apply_chat_template(self.tokenizer, request.messages, self.model_cfg.enable_thinking)
+        return apply_chat_template(self.tokenizer, request.messages, self.model_cfg.enable_thinking) + request.prefill
 
     def _prompt_ids(self, request: GenerationRequest, max_new_tokens: int) -> list[int]:
         ids = self.tokenizer(self.render(request), add_special_tokens=False)["input_ids"]

@@ -169,6 +169,22 @@ def deliberation_prompt(
     return _preamble(benchmark, cfg) + body
 
 
+def rationale_prompt(state: State, candidates: Sequence[str], target: str, benchmark: str, cfg: PromptConfig) -> str:
+    """Render the intervention analysis' rationale-writing prompt (``intervention_rationale.txt``, ours).
+
+    Args:
+        state: The decision state of a pair.
+        candidates: Its two candidates, in the order the selection prompt shows them.
+        target: The action the rationale argues for (the alternative, never the expert's).
+        benchmark: Benchmark name (chooses the preamble).
+        cfg: Prompt settings.
+    """
+    body = template("intervention_rationale").format(
+        **_state_fields(state, cfg), action_1=candidates[0], action_2=candidates[1], target=target
+    )
+    return _preamble(benchmark, cfg) + body
+
+
 def world_model_prompt(state: State, action: str, benchmark: str, cfg: PromptConfig) -> str:
     """Render the implicit world-modelling prompt (``wm_prediction.txt``, ours): predict an action's outcome."""
     body = template("wm_prediction").format(**_state_fields(state, cfg), action=action)

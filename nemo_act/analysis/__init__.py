@@ -1,0 +1,1 @@
+"""Analyses of trained checkpoints (the paper's rationale intervention): ``nemo-act analyze``."""
