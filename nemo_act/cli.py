@@ -100,6 +100,12 @@ def cmd_pairs(args: argparse.Namespace) -> int:
         f"{c['dropped_unparsable']} unparsable, {c['dropped_repeat']} repeats; "
         f"{c['states_all_duplicate']} states whose samples all equal the expert, "
         f"{c['states_without_pair']} states without a pair; expert shown first in {c['expert_first']}"
+        + (
+            f"\n{cfg.pairs.candidates}-way: {c['states_too_few_alternatives']} states with fewer than "
+            f"{cfg.pairs.candidates - 1} distinct alternatives, {c['dropped_leftover']} alternatives left over"
+            if cfg.pairs.candidates > 2
+            else ""
+        )
     )
     return 0
 
@@ -242,8 +248,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         write_text_atomic(out / "selection.json", json.dumps(result, indent=2) + "\n")
         acc = free["accuracy"]
         print(
-            f"selection accuracy {100 * acc['value']:.1f}% ± {100 * acc['stderr']:.1f} over {acc['n']} pairs; "
-            f"named neither {100 * free['named_neither']['value']:.1f}%"
+            f"selection accuracy {100 * acc['value']:.1f}% ± {100 * acc['stderr']:.1f} over {acc['n']} pairs "
+            f"(chance {100 * free['chance']:.0f}%); named neither {100 * free['named_neither']['value']:.1f}%"
+            + (f"; forced choice {100 * result['forced']['accuracy']['value']:.1f}%" if "forced" in result else "")
         )
     if args.pairs and args.no_env:
         return 0

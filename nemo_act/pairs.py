@@ -45,6 +45,7 @@ class StateOutcome(BaseModel):
     duplicate: int
     repeat: int
     pairs: list[Pair]
+    leftover: int = 0  # K-way: distinct alternatives too few to fill one more group of N-1
 
 
 class DegenerateDataError(ValueError):
@@ -120,20 +121,21 @@ def build_outcome(
         else:
             alternatives.append(parsed.action)
     pairs = []
-    expert_admissible = step.action_admissible
-    for j, alt in enumerate(alternatives):
-        alt_admissible = in_actions(alt, step.admissible_actions)
+    n_alt = cfg.pairs.candidates - 1
+    groups = [alternatives[i : i + n_alt] for i in range(0, len(alternatives) - n_alt + 1, n_alt)]
+    for j, group in enumerate(groups):
+        flags = [in_actions(a, step.admissible_actions) for a in group]
         state = trajectory_state(
             traj,
             index,
             cfg.prompt.history_k,
             cfg.benchmark.max_admissible_shown,
-            must_include=[alt] if alt_admissible else [],
+            must_include=[a for a, ok in zip(group, flags, strict=True) if ok],
         )
         pair_id = f"{sid}#{j}"
-        expert_index = 0 if _order_rng(seed, pair_id).random() < 0.5 else 1
-        candidates = [expert, alt] if expert_index == 0 else [alt, expert]
-        flags = [expert_admissible, alt_admissible] if expert_index == 0 else [alt_admissible, expert_admissible]
+        expert_index = expert_position(seed, pair_id, len(group) + 1)
+        candidates = [*group[:expert_index], expert, *group[expert_index:]]
+        flags = [*flags[:expert_index], step.action_admissible, *flags[expert_index:]]
         pairs.append(
             Pair(
                 pair_id=pair_id,
@@ -141,7 +143,7 @@ def build_outcome(
                 benchmark=traj.benchmark,
                 state=state,
                 expert_action=expert,
-                alternative_action=alt,
+                alternative_action=group[0],
                 candidates=candidates,
                 expert_index=expert_index,
                 candidates_admissible=flags,
@@ -149,8 +151,22 @@ def build_outcome(
             )
         )
     return StateOutcome(
-        state_id=sid, samples=samples, unparsable=unparsable, duplicate=duplicate, repeat=repeat, pairs=pairs
+        state_id=sid,
+        samples=samples,
+        unparsable=unparsable,
+        duplicate=duplicate,
+        repeat=repeat,
+        pairs=pairs,
+        leftover=len(alternatives) - n_alt * len(groups),
     )
+
+
+def expert_position(seed: int, pair_id: str, n: int) -> int:
+    """The expert's seeded place among ``n`` candidates: uniform, so each place holds it 1/n of the time.
+
+    For two candidates this is the original coin (``random() < 0.5`` -> first), so 2-way files are unchanged.
+    """
+    return min(int(_order_rng(seed, pair_id).random() * n), n - 1)
 
 
 def sampling_request(traj: Trajectory, index: int, cfg: ExperimentConfig) -> GenerationRequest:
@@ -165,7 +181,9 @@ def sampling_request(traj: Trajectory, index: int, cfg: ExperimentConfig) -> Gen
 
 
 def _params(cfg: ExperimentConfig, policy: str, experts: Path, k: int, seed: int) -> dict[str, Any]:
+    n = cfg.pairs.candidates
     return {
+        **({"candidates": n} if n != 2 else {}),  # 2-way keeps the parameters of files made before K-way existed
         "policy": policy,
         "k": k,
         "seed": seed,
@@ -203,7 +221,11 @@ def summarize(outcomes: Sequence[StateOutcome], k: int) -> dict[str, int]:
         "states_without_pair": sum(1 for o in outcomes if not o.pairs),
         "pairs": len(pairs),
         "expert_first": sum(1 for p in pairs if p.expert_index == 0),
-        "alternative_admissible": sum(1 for p in pairs if p.candidates_admissible[1 - p.expert_index]),
+        "alternative_admissible": sum(
+            1 for p in pairs if all(f for i, f in enumerate(p.candidates_admissible) if i != p.expert_index)
+        ),
+        "states_too_few_alternatives": sum(1 for o in outcomes if not o.pairs and o.leftover),  # K-way
+        "dropped_leftover": sum(o.leftover for o in outcomes),
     }
 
 

@@ -43,6 +43,7 @@ METHODS: dict[str, str] = {
     "sft_choice_il_rl": "control: SFT-on-choice -> IL -> RL",
     "dpo_il_rl": "control: DPO -> IL -> RL",
     "act_noreason_il_rl": "control: no-reasoning ACT -> IL -> RL",
+    "act3_il_rl": "ablation: 3-way ACT -> IL -> RL",
 }
 
 

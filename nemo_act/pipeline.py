@@ -316,7 +316,8 @@ class PipelineRunner:
         acc = free["accuracy"]
         self.console.print(
             f"held-out selection, {name}: {100 * acc['value']:.1f}% ± {100 * acc['stderr']:.1f} free, "
-            f"{100 * result['forced']['accuracy']['value']:.1f}% forced choice (n={acc['n']})"
+            f"{100 * result['forced']['accuracy']['value']:.1f}% forced choice (n={acc['n']}; "
+            f"chance {100 * free['chance']:.0f}%)"
         )
         write_text_atomic(out, json.dumps(result, indent=2) + "\n")
         write_text_atomic(out.with_suffix(".responses.jsonl"), "".join(json.dumps(r) + "\n" for r in rows))

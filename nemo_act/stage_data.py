@@ -76,7 +76,7 @@ def selection_format_rows(pairs: Iterable[Pair], cfg: ExperimentConfig, seed: in
     """
     rows = []
     for p in pairs:
-        coin = key_digest("format", seed, p.pair_id)[0] & 1
+        coin = key_digest("format", seed, p.pair_id)[0] % len(p.candidates)  # 2 candidates: the low bit, as before
         rows.append(
             {
                 "prompt": as_messages(selection_prompt(p.state, p.candidates, p.benchmark, cfg.prompt)),

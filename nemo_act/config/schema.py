@@ -138,6 +138,9 @@ class PairsConfig(_Strict):
     """Pair construction: K alternatives per expert state from the initial policy."""
 
     k: int = Field(gt=0, description="Candidates sampled per state (paper: 1).")
+    candidates: int = Field(
+        ge=2, le=8, description="Actions the ACT prompt shows: the expert + N-1 alternatives (paper: 2; K-way: N)."
+    )
     seed: int
     sampling: SamplingConfig
     min_state_share: float = Field(

@@ -68,7 +68,7 @@ class State(_Record):
 
 
 class Pair(_Record):
-    """An ACT pair: the expert action and one alternative, shown in a random order."""
+    """An ACT pair: the expert action and one alternative (N-1 of them in K-way selection), in a seeded order."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
     pair_id: str = Field(description="'{state_id}#{j}', unique within a file.")
@@ -76,18 +76,27 @@ class Pair(_Record):
     benchmark: str = Field(min_length=1, description="The benchmark's name (its conf/benchmark/<name>.yaml).")
     state: State
     expert_action: str = Field(min_length=1)
-    alternative_action: str = Field(min_length=1)
-    candidates: list[str] = Field(min_length=2, max_length=2, description="The two actions, in the order shown.")
-    expert_index: Literal[0, 1]
+    alternative_action: str = Field(min_length=1, description="The first non-expert candidate (the alternative).")
+    candidates: list[str] = Field(
+        min_length=2, max_length=8, description="The actions in the order shown (2; N in K-way selection)."
+    )
+    expert_index: int = Field(ge=0, description="Where the expert action is among the candidates.")
     candidates_admissible: list[bool] = Field(
-        min_length=2, max_length=2, description="Whether each candidate is in the env's full valid list."
+        min_length=2, max_length=8, description="Whether each candidate is in the env's full valid list."
     )
     policy: str = Field(description="Policy that sampled the alternative (HF name/folder or 'random').")
 
     @model_validator(mode="after")
     def _consistent(self) -> Pair:
-        if self.candidates[self.expert_index] != self.expert_action:
+        if len(self.candidates_admissible) != len(self.candidates):
+            raise ValueError("candidates_admissible must have one flag per candidate")
+        if self.expert_index >= len(self.candidates) or self.candidates[self.expert_index] != self.expert_action:
             raise ValueError("candidates[expert_index] must equal expert_action")
-        if self.candidates[1 - self.expert_index] != self.alternative_action:
-            raise ValueError("the other candidate must equal alternative_action")
+        if self.alternatives[0] != self.alternative_action:
+            raise ValueError("the first non-expert candidate must equal alternative_action")
         return self
+
+    @property
+    def alternatives(self) -> list[str]:
+        """The non-expert candidates, in the order shown."""
+        return [c for i, c in enumerate(self.candidates) if i != self.expert_index]

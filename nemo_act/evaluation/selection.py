@@ -98,25 +98,38 @@ def free_selection(
             sum(r["outcome"] == "expert" for r in rows if r["expert_index"] == 1),
             sum(r["expert_index"] == 1 for r in rows),
         ),
+        "chance": chance(pairs),
     }
     return summary, rows
 
 
+def chance(pairs: Sequence[Pair]) -> float:
+    """The accuracy of a uniform guess among each pair's candidates (1/2 for pairs; 1/N in K-way selection)."""
+    return sum(1 / len(p.candidates) for p in pairs) / len(pairs) if pairs else float("nan")
+
+
 def forced_choice(scorer: Any, pairs: Sequence[Pair], cfg: ExperimentConfig) -> dict[str, Any]:
-    """Share of pairs whose expert answer the model finds more likely than the alternative answer.
+    """Share of pairs whose expert answer the model finds more likely than every other candidate's answer.
 
     Args:
         scorer: Object with ``score(requests, continuations) -> list[float]`` (HF backend).
-        pairs: Held-out pairs.
+        pairs: Held-out pairs (2 candidates each, or N in K-way selection).
         cfg: Experiment config (prompt settings).
 
     Returns:
-        ``{"accuracy": proportion, "picked_first": proportion}``.
+        ``{"accuracy": proportion, "picked_first": proportion, "chance": 1/N}`` (a tie goes to the earlier candidate).
     """
     requests = _requests(pairs, cfg)
-    doubled = [r for r in requests for _ in range(2)]
+    repeated = [r for r, p in zip(requests, pairs, strict=True) for _ in p.candidates]
     continuations = [wrap_action(c) for p in pairs for c in p.candidates]
-    scores = scorer.score(doubled, continuations)
-    picks = [0 if scores[2 * i] >= scores[2 * i + 1] else 1 for i in range(len(pairs))]
+    scores = iter(scorer.score(repeated, continuations))
+    picks = []
+    for p in pairs:
+        mine = [next(scores) for _ in p.candidates]
+        picks.append(mine.index(max(mine)))
     correct = sum(pick == p.expert_index for pick, p in zip(picks, pairs, strict=True))
-    return {"accuracy": proportion(correct, len(pairs)), "picked_first": proportion(picks.count(0), len(pairs))}
+    return {
+        "accuracy": proportion(correct, len(pairs)),
+        "picked_first": proportion(picks.count(0), len(pairs)),
+        "chance": chance(pairs),
+    }

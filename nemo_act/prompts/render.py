@@ -74,21 +74,30 @@ def _preamble(benchmark: str, cfg: PromptConfig) -> str:
 def selection_prompt(state: State, candidates: Sequence[str], benchmark: str, cfg: PromptConfig) -> str:
     """Render the ACT selection prompt.
 
+    Two candidates use the paper's prompt (``act_selection.txt``); more (K-way selection, ours) list
+    "Action 1" .. "Action N" in the same layout and ask for the best (``act_selection_multi.txt``).
+
     Args:
         state: The decision state (its admissible list is shown as is).
-        candidates: The two candidate actions in the order shown.
+        candidates: The candidate actions in the order shown (2, or N for K-way selection).
         benchmark: Benchmark name (chooses the preamble).
         cfg: Prompt settings (reasoning instruction on/off, preamble, cuts).
 
     Returns:
         The user message text.
     """
-    if len(candidates) != 2:
-        raise ValueError(f"ACT selection needs exactly 2 candidates, got {len(candidates)}")
-    instruction = template("act_instruction" if cfg.act_reasoning else "act_instruction_no_reasoning")
-    body = template("act_selection").format(
-        **_state_fields(state, cfg), action_1=candidates[0], action_2=candidates[1], instruction=instruction
-    )
+    if len(candidates) < 2:
+        raise ValueError(f"ACT selection needs at least 2 candidates, got {len(candidates)}")
+    multi = "_multi" if len(candidates) > 2 else ""
+    instruction = template(f"act_instruction{multi}" if cfg.act_reasoning else f"act_instruction{multi}_no_reasoning")
+    fields = _state_fields(state, cfg)
+    if multi:
+        lines = "\n".join(f"Action {i}: {c}" for i, c in enumerate(candidates, start=1))
+        body = template("act_selection_multi").format(**fields, candidate_lines=lines, instruction=instruction)
+    else:
+        body = template("act_selection").format(
+            **fields, action_1=candidates[0], action_2=candidates[1], instruction=instruction
+        )
     return _preamble(benchmark, cfg) + body
 
 
