@@ -26,7 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from nemo_act.config.load import conf_root, load_config
+from nemo_act.config.load import conf_root
 from nemo_act.config.schema import ExperimentConfig
 
 NOT_SHOWN = """[yellow]What this demo does not show[/]
@@ -40,9 +40,18 @@ NOT_SHOWN = """[yellow]What this demo does not show[/]
 
 
 def _pipeline_cfg(cfg: ExperimentConfig, name: str, init: str) -> ExperimentConfig:
-    stages = load_config(conf_root() / "pipeline" / f"{name}.yaml").pipeline.stages
-    pipeline = cfg.pipeline.model_copy(update={"name": name, "stages": stages, "init": init})
-    return cfg.model_copy(update={"pipeline": pipeline})
+    """The demo's config with a pipeline file's own settings on top, starting from the warm-up.
+
+    Its stages, and whatever else it sets (``prompt.cot: false`` for ``prompt_nocot``, ``pairs.candidates``
+    for ``act3_il_rl``).
+    """
+    from omegaconf import OmegaConf
+
+    raw = OmegaConf.to_container(OmegaConf.load(conf_root() / "pipeline" / f"{name}.yaml"))
+    own = {k: v for k, v in raw.items() if k != "defaults"}  # type: ignore[union-attr]
+    tree = OmegaConf.merge(OmegaConf.create(cfg.model_dump(mode="json")), own)
+    tree.pipeline.init = init
+    return ExperimentConfig.model_validate(OmegaConf.to_container(tree, resolve=True))
 
 
 def _pct(p: dict[str, Any]) -> str:

@@ -65,3 +65,19 @@ def test_a_prompting_baseline_evaluates_the_initial_policy_and_trains_nothing(sc
     longer = cfg.model_copy(update={"prompt": cfg.prompt.model_copy(update={"history_k": 1})})
     assert PipelineRunner(longer).run()["eval"]["init"]["fingerprint"] != run["eval"]["init"]["fingerprint"]
     assert episodes.stat().st_mtime_ns != stamp
+
+
+def test_the_demo_runs_a_pipeline_with_the_files_own_settings_on_the_demos():
+    """`demo.pipelines=[..., prompt_nocot]` evaluates without the reasoning instruction: the pipeline file's
+    settings apply on top of conf/demo.yaml (which a bare stage list would lose); others keep the demo's."""
+    from nemo_act.demo import _pipeline_cfg
+
+    demo = load_config(conf_root() / "demo.yaml")
+    nocot = _pipeline_cfg(demo, "prompt_nocot", "runs/warm")
+    assert nocot.pipeline.stages == [] and not nocot.prompt.cot and nocot.pipeline.init == "runs/warm"
+    assert nocot.prompt.history_k == demo.prompt.history_k == 1 and nocot.pipeline.eval == demo.pipeline.eval
+    act = _pipeline_cfg(demo, "act_il_rl", "runs/warm")
+    update = {"name": "act_il_rl", "stages": ["act", "il", "rl"], "init": "runs/warm"}
+    expected = demo.pipeline.model_copy(update=update)
+    assert act == demo.model_copy(update={"pipeline": expected})
+    assert _pipeline_cfg(demo, "act3_il_rl", "runs/warm").pairs.candidates == 3
