@@ -1,21 +1,25 @@
-"""What every reflection-baseline builder does first and last: reuse a finished build, guard an unfinished one.
+"""What every reflection-baseline builder shares: reuse, guard and resume a build, state by state.
 
 A build folder holds its intermediate files (resumable) and its audit file with a manifest. A finished
 audit file made with the same parameters is reused; an unfinished build resumes only with the parameters
 it was started with (``params.json.partial``); a new build clears what an earlier one left in the folder,
-so no intermediate of another policy or config is mixed in.
+so no intermediate of another policy or config is mixed in. :func:`per_state` runs one step over every
+state on a fixed grid of chunks (so a resumed run asks for the same batches) and appends each chunk's records.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nemo_act.data.io import write_text_atomic
+from tqdm.auto import tqdm
+
+from nemo_act.data.io import ResumableJsonl, write_text_atomic
 from nemo_act.data.manifest import Summary, reusable
+from nemo_act.prompts.state import state_id
 
 PARAMS = "params.json.partial"
 
@@ -60,3 +64,45 @@ def begin(folder: Path, out: Path, kind: str, params: dict[str, Any], leftovers:
 def end(folder: Path) -> None:
     """Mark the build finished (its audit file and manifest are written)."""
     (folder / PARAMS).unlink(missing_ok=True)
+
+
+def per_state(
+    out: Path,
+    record: type,
+    states: Sequence[tuple[Any, int]],
+    chunk: int,
+    work: Callable[[list[tuple[Any, int]]], list[Any]],
+    desc: str,
+    progress: bool,
+    finish: bool,
+) -> list[Any]:
+    """Run ``work`` over the states not yet in ``out``, a chunk at a time, appending each chunk's records.
+
+    Args:
+        out: JSONL of records keyed by ``state_id`` (``<out>.partial`` while unfinished).
+        record: The record type (validated on resume).
+        states: (trajectory, step index) of every state, in order.
+        chunk: States per call of ``work``, on a fixed grid over ``states``.
+        work: Makes the records of a list of states (one per state).
+        desc: Progress bar label.
+        progress: Show the bar.
+        finish: Move the file to ``out`` at the end (else it stays partial until the build finishes).
+
+    Returns:
+        Every state's record, in state order.
+    """
+    with ResumableJsonl(out, record, key="state_id") as log:
+        done = log.done_keys
+        bar = tqdm(total=len(states), initial=len(done), desc=desc, unit="state", disable=not progress)
+        with bar:
+            for start in range(0, len(states), chunk):
+                todo = [(t, i) for t, i in states[start : start + chunk] if state_id(t, i) not in done]
+                if todo:
+                    log.append(work(todo))
+                    bar.update(len(todo))
+        records = log.ordered(state_id(t, i) for t, i in states)
+        if finish:
+            log.finish()
+        else:
+            log.close()
+    return records

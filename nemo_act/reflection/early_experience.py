@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
-from tqdm.auto import tqdm
 
 from nemo_act.branching import BranchRecord, branch_states
 from nemo_act.config.schema import ExperimentConfig
@@ -181,25 +180,19 @@ def _alternatives(
 ) -> dict[str, list[Candidate]]:
     """Step 1: sample and choose the alternatives of every state (appended per chunk, resumable)."""
     ee = cfg.early_experience
-    with ResumableJsonl(folder / "alternatives.jsonl", AlternativesRecord, key="state_id") as log:
-        done = log.done_keys
-        bar = tqdm(total=len(states), initial=len(done), desc="ee alternatives", unit="state", disable=not progress)
-        with bar:
-            for start in range(0, len(states), ee.chunk):  # a fixed grid: a resumed run samples the same
-                chunk = [(t, i) for t, i in states[start : start + ee.chunk] if state_id(t, i) not in done]
-                if not chunk:
-                    continue
-                requests = [sampling_request(t, i, cfg) for t, i in chunk]
-                samples = generator.generate(requests, ee.k, ee.sampling, ee.seed)
-                log.append(
-                    AlternativesRecord(
-                        state_id=state_id(t, i), samples=s, alternatives=choose_alternatives(t, i, s, ee.k, ee.seed)
-                    )
-                    for (t, i), s in zip(chunk, samples, strict=True)
-                )
-                bar.update(len(chunk))
-        records = {r.state_id: r.alternatives for r in log.records}
-    return records
+
+    def work(chunk: list[tuple[Trajectory, int]]) -> list[AlternativesRecord]:
+        samples = generator.generate([sampling_request(t, i, cfg) for t, i in chunk], ee.k, ee.sampling, ee.seed)
+        return [
+            AlternativesRecord(
+                state_id=state_id(t, i), samples=s, alternatives=choose_alternatives(t, i, s, ee.k, ee.seed)
+            )
+            for (t, i), s in zip(chunk, samples, strict=True)
+        ]
+
+    out = folder / "alternatives.jsonl"
+    records = build.per_state(out, AlternativesRecord, states, ee.chunk, work, "ee alternatives", progress, False)
+    return {r.state_id: r.alternatives for r in records}
 
 
 def _ordered(traj: Trajectory, index: int, expert: Candidate, alts: list[Candidate], seed: int) -> list[Candidate]:
@@ -247,18 +240,10 @@ def build_early_experience(
     branches: dict[str, BranchRecord] = {
         b.state_id: b for b in branch_states(cfg, requests, folder / "branches.jsonl", workers, progress)
     }
-    with ResumableJsonl(out, ReflectionRecord, key="state_id") as log:
-        done = log.done_keys
-        bar = tqdm(total=len(states), initial=len(done), desc="ee reflections", unit="state", disable=not progress)
-        with bar:
-            for start in range(0, len(states), ee.chunk):
-                chunk = [(t, i) for t, i in states[start : start + ee.chunk] if state_id(t, i) not in done]
-                if not chunk:
-                    continue
-                log.append(_reflect(cfg, chunk, alternatives, branches, generator))
-                bar.update(len(chunk))
-        records = log.ordered(state_id(t, i) for t, i in states)
-        log.finish()
+    records = build.per_state(
+        out, ReflectionRecord, states, ee.chunk, lambda chunk: _reflect(cfg, chunk, alternatives, branches, generator),
+        "ee reflections", progress, True,
+    )  # fmt: skip
     write_jsonl(out, records)  # state order, whatever the resume history
     ResumableJsonl(folder / "alternatives.jsonl", AlternativesRecord, key="state_id").finish()
     counts = summarize(records)

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
-from tqdm.auto import tqdm
 
 from nemo_act.branching import BranchingEnv, roll_on_start
 from nemo_act.config.schema import ExperimentConfig
@@ -126,24 +125,18 @@ def _sample(
 ) -> dict[str, SampledRecord]:
     """Step 1: the candidates of every state (appended per chunk on a fixed grid, resumable)."""
     sd = cfg.sand
-    with ResumableJsonl(folder / "candidates.jsonl", SampledRecord, key="state_id") as log:
-        done = log.done_keys
-        bar = tqdm(total=len(states), initial=len(done), desc="sand candidates", unit="state", disable=not progress)
-        with bar:
-            for start in range(0, len(states), sd.chunk):
-                chunk = [(t, i) for t, i in states[start : start + sd.chunk] if state_id(t, i) not in done]
-                if not chunk:
-                    continue
-                samples = generator.generate([sampling_request(t, i, cfg) for t, i in chunk], sd.candidates,
-                                             sd.sampling, sd.seed)  # fmt: skip
-                recs = []
-                for (t, i), s in zip(chunk, samples, strict=True):
-                    actions, same = distinct_actions(s, [expert_action(t, i), t.steps[i].action])
-                    recs.append(SampledRecord(state_id=state_id(t, i), samples=s, actions=actions, expert_samples=same))
-                log.append(recs)
-                bar.update(len(chunk))
-        records = {r.state_id: r for r in log.records}
-    return records
+
+    def work(chunk: list[tuple[Trajectory, int]]) -> list[SampledRecord]:
+        requests = [sampling_request(t, i, cfg) for t, i in chunk]
+        out = []
+        for (t, i), s in zip(chunk, generator.generate(requests, sd.candidates, sd.sampling, sd.seed), strict=True):
+            actions, same = distinct_actions(s, [expert_action(t, i), t.steps[i].action])
+            out.append(SampledRecord(state_id=state_id(t, i), samples=s, actions=actions, expert_samples=same))
+        return out
+
+    path = folder / "candidates.jsonl"
+    records = build.per_state(path, SampledRecord, states, sd.chunk, work, "sand candidates", progress, False)
+    return {r.state_id: r for r in records}
 
 
 def _roll_on(
@@ -293,19 +286,10 @@ def build_sand(
     states = list(iter_states(trajectories))
     sampled = _sample(cfg, states, generator, folder, progress)
     rolled = _roll_on(cfg, states, sampled, generator, folder, workers, progress)
-    sd = cfg.sand
-    with ResumableJsonl(out, DeliberationRecord, key="state_id") as log:
-        done = log.done_keys
-        bar = tqdm(total=len(states), initial=len(done), desc="sand deliberations", unit="state", disable=not progress)
-        with bar:
-            for start in range(0, len(states), sd.chunk):
-                chunk = [(t, i) for t, i in states[start : start + sd.chunk] if state_id(t, i) not in done]
-                if not chunk:
-                    continue
-                log.append(_deliberate(cfg, chunk, sampled, rolled, critic))
-                bar.update(len(chunk))
-        records = log.ordered(state_id(t, i) for t, i in states)
-        log.finish()
+    records = build.per_state(
+        out, DeliberationRecord, states, cfg.sand.chunk, lambda chunk: _deliberate(cfg, chunk, sampled, rolled, critic),
+        "sand deliberations", progress, True,
+    )  # fmt: skip
     write_jsonl(out, records)
     ResumableJsonl(folder / "candidates.jsonl", SampledRecord, key="state_id").finish()
     counts = summarize(records) | {"rollout_env_steps": sum(len(r.steps) for r in rolled.values())}
