@@ -135,6 +135,30 @@ def test_cli_with_the_tiny_model_as_checkpoint_and_writer(tiny_model_dir, heldou
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "rationale intervention on 8 held-out pairs" in proc.stdout and "| init |" in proc.stdout
     results = json.loads((tmp_path / "out" / "intervention.json").read_text())
-    assert set(results["init"]) == set(CONDITIONS) and results["init"]["injected"]["followed"]["n"] == 8
+    written = 8 - results["_empty_rationales"]
+    assert set(results["init"]) == set(CONDITIONS) and results["init"]["injected"]["followed"]["n"] == written
     for condition in CONDITIONS:
-        assert len((tmp_path / "out" / "init" / f"{condition}.jsonl").read_text().splitlines()) == 8
+        lines = (tmp_path / "out" / "init" / f"{condition}.jsonl").read_text().splitlines()
+        assert len(lines) == (written if condition == "injected" else 8)
+
+
+class SilentWriter:
+    """A writer that only ever answers with an action tag (what the untrained tiny model does)."""
+
+    name = "silent"
+
+    def generate(self, requests, n, sampling, seed):
+        return [["<action>look around</action>"] * n for _ in requests]
+
+
+@pytest.mark.slow
+def test_pairs_without_a_written_rationale_are_left_out_of_the_injected_condition(heldout_pairs, tmp_path):
+    cfg = load_config(overrides=["analysis.intervention.pairs=6"])
+    pairs = list(read_jsonl(heldout_pairs, Pair))
+    results = run_intervention({"init": "ckpt-a"}, heldout_pairs, "silent", cfg, tmp_path,
+                               make=lambda name: SilentWriter() if name == "silent" else Follower(pairs))  # fmt: skip
+    assert results["init"]["free"]["accuracy"]["n"] == 6 and results["init"]["injected"]["accuracy"]["n"] == 0
+    assert not (tmp_path / "init" / "injected.jsonl").read_text().strip()  # nothing injected, nothing answered
+    md = (tmp_path / "intervention.md").read_text()
+    assert "6 of 6 rationales came out empty" in md and md.rstrip().endswith("no rationale to inject |")
+    assert json.loads((tmp_path / "intervention.json").read_text())["_empty_rationales"] == 6

@@ -122,9 +122,17 @@ def answer(
     condition: str,
     cfg: ExperimentConfig,
 ) -> list[Answer]:
-    """A checkpoint's answers to every pair under one condition."""
+    """A checkpoint's answers under one condition: every pair, or under injection every pair with a rationale.
+
+    A pair whose writer wrote nothing usable (empty after cleaning) has nothing to inject: it is left out of
+    the injected condition (and counted in the table), never answered with an empty reasoning block.
+    """
     iv = cfg.analysis.intervention
     thinking = cfg.model.enable_thinking is True
+    if condition == "injected":
+        pairs = [p for p in pairs if rationales[p.pair_id].rationale]
+        if not pairs:
+            return []
     requests = []
     for p, req in zip(pairs, selection_requests(pairs, cfg), strict=True):
         text = rationales[p.pair_id].rationale if condition == "injected" else None
@@ -141,12 +149,12 @@ def answer(
     return out
 
 
-def summarize(answers: Sequence[Answer]) -> dict[str, Any]:
+def summarize(answers: Sequence[Answer], condition: str) -> dict[str, Any]:
     """Choice accuracy (and, under injection, the follow rate) with standard errors."""
     n = len(answers)
     out = {"accuracy": proportion(sum(a.outcome == "expert" for a in answers), n),
            "malformed": proportion(sum(a.outcome == "malformed" for a in answers), n)}  # fmt: skip
-    if answers and answers[0].condition == "injected":
+    if condition == "injected":
         out["followed"] = proportion(sum(bool(a.followed) for a in answers), n)
     return out
 
@@ -201,22 +209,28 @@ def run_intervention(
                 answers = answer(generator, pairs, rationales, condition, cfg)
                 write_jsonl(path, answers)
                 write_text_atomic(stamp_file, stamp)
-            results[name][condition] = summarize(answers)
-    write_text_atomic(out / "intervention.json", json.dumps(results, indent=2) + "\n")
-    (out / "intervention.md").write_text(table(results, len(pairs)))
+            results[name][condition] = summarize(answers, condition)
+    empty = sum(not r.rationale for r in rationales.values())
+    write_text_atomic(out / "intervention.json", json.dumps(results | {"_empty_rationales": empty}, indent=2) + "\n")
+    (out / "intervention.md").write_text(table(results, len(pairs), empty))
     plot(results, out / "intervention.png")
     return results
 
 
 def _pct(p: dict[str, float]) -> str:
+    if not p["n"]:
+        return "no rationale to inject"
     return f"{100 * p['value']:.1f} ± {100 * p['stderr']:.1f}"
 
 
-def table(results: dict[str, dict[str, Any]], n: int) -> str:
+def table(results: dict[str, dict[str, Any]], n: int, empty: int = 0) -> str:
     """Markdown: one row per checkpoint, accuracy per condition and the follow rate (%, ± standard error)."""
     lines = [f"rationale intervention on {n} held-out pairs (%, ± standard error)", "",
              "| checkpoint | free | no rationale | injected (for the alternative) | follows the injected action |",
              "|---|---|---|---|---|"]  # fmt: skip
+    if empty:
+        lines.insert(1, f"{empty} of {n} rationales came out empty (the writer wrote no reasoning): those pairs are "
+                        "left out of the injected condition")  # fmt: skip
     for name, r in results.items():
         lines.append(f"| {name} | {_pct(r['free']['accuracy'])} | {_pct(r['no_rationale']['accuracy'])} | "
                      f"{_pct(r['injected']['accuracy'])} | {_pct(r['injected']['followed'])} |")  # fmt: skip
