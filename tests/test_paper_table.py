@@ -84,3 +84,12 @@ def test_two_runs_of_one_method_on_one_benchmark_are_refused(tmp_path):
         paper_table.build([a, b])
     with pytest.raises(FileNotFoundError, match="no run.json"):
         paper_table.build([tmp_path])
+
+
+def test_every_column_of_the_papers_layout_is_there_even_when_nobody_ran_it(tmp_path):
+    run = _run(tmp_path, "sw", "il_rl", {"02_rl": _env("scienceworld", "test", 30, 0)})
+    md = paper_table.write([run], tmp_path / "out")["md"].read_text().splitlines()
+    assert (
+        md[0].count("|") == 8
+        and md[2] == f"| IL -> RL | {NOT_RUN} | {NOT_RUN} | {NOT_RUN} | **30.00 ± 1.00** | {NOT_RUN} | {NOT_RUN} |"
+    )
