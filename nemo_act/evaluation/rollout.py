@@ -252,7 +252,7 @@ def _play(
                 v = live[slot].view
                 live[slot].steps[-1].update(score=v.score, observation=v.observation)
                 live[slot].max_score = v.score
-                if v.done or len(live[slot].past) >= (ep.max_steps or cfg.benchmark.max_steps):
+                if _ended(live[slot], cfg):
                     finish(slot)
         requeue_lost()
         starting = {}
@@ -286,8 +286,13 @@ def _play(
             ep.steps[-1].update(reward=view.score - prev, score=view.score, observation=view.observation)
             ep.view = view
             ep.max_score = max(ep.max_score, view.score)
-            if view.done or len(ep.past) >= (ep.start.max_steps or cfg.benchmark.max_steps):
+            if _ended(ep, cfg):
                 finish(s)
+
+
+def _ended(ep: _Live, cfg: ExperimentConfig) -> bool:
+    """The env said done, or the episode used its step budget (counted from its start, a replayed prefix too)."""
+    return ep.view.done or len(ep.past) >= (ep.start.max_steps or cfg.benchmark.max_steps)
 
 
 def _request(ep: _Live, cfg: ExperimentConfig, gold: dict[str, Trajectory] | None) -> GenerationRequest:

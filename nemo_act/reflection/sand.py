@@ -156,8 +156,7 @@ def _roll_on(
         if not sampled[sid].actions:
             continue
         budget = None if sd.rollout_steps is None else min(cfg.benchmark.max_steps, i + 1 + sd.rollout_steps)
-        for j, action in enumerate([expert_action(t, i), *sampled[sid].actions]):
-            starts.append(roll_on_start(t, i, action, f"{sid}#{j}", budget))
+        starts += [roll_on_start(t, i, action, key, budget) for key, action in _rolled(t, i, sampled[sid].actions)]
     if not starts:
         return {}
     out = folder / "rollouts.jsonl"
@@ -173,11 +172,15 @@ def _roll_on(
     return {r.episode_id: r for r in records}
 
 
+def _rolled(t: Trajectory, i: int, actions: list[str]) -> list[tuple[str, str]]:
+    """(roll-on episode id, action) of a state's expert action (first) and its candidates."""
+    return [(f"{state_id(t, i)}#{j}", a) for j, a in enumerate([expert_action(t, i), *actions])]
+
+
 def _candidates(t: Trajectory, i: int, actions: list[str], rolled: dict[str, EpisodeRecord], shown: int):
-    sid = state_id(t, i)
     out = []
-    for j, action in enumerate([expert_action(t, i), *actions]):
-        r = rolled[f"{sid}#{j}"]
+    for j, (key, action) in enumerate(_rolled(t, i, actions)):
+        r = rolled[key]
         steps = [(s.get("action", ""), s.get("observation", "")) for s in r.steps[:shown]]
         out.append(
             RolledCandidate(
@@ -198,7 +201,7 @@ def _deliberate(
     """Steps 3 and 4 for a chunk of states: critiques in one generation call, deliberations in a second."""
     sd = cfg.sand
     records: dict[str, DeliberationRecord] = {}
-    asks: list[tuple[Trajectory, int, list[RolledCandidate]]] = []
+    asks: list[tuple[Trajectory, int, Any, list[RolledCandidate]]] = []
     for t, i in chunk:
         sid, expert = state_id(t, i), expert_action(t, i)
         s = sampled[sid]
@@ -209,33 +212,32 @@ def _deliberate(
             records[sid] = DeliberationRecord(**base, kept=False, reason=reason)
             continue
         cands = _candidates(t, i, s.actions, rolled, sd.critique_steps)
-        if any(c.failed for c in cands):
-            failed = next(c for c in cands if c.failed)
+        failed = next((c for c in cands if c.failed), None)
+        if failed is not None:
             records[sid] = DeliberationRecord(**base, candidates=cands, kept=False, reason="rollout_failed",
                                               detail=f"{failed.action}: {failed.failed}")  # fmt: skip
             continue
-        asks.append((t, i, cands))
+        state = trajectory_state(t, i, cfg.prompt.history_k, cfg.benchmark.max_admissible_shown)
+        asks.append((t, i, state, cands))
     if asks:
         requests = []
-        for t, i, cands in asks:
-            state = trajectory_state(t, i, cfg.prompt.history_k, cfg.benchmark.max_admissible_shown)
+        for t, i, state, cands in asks:
             for j, c in enumerate(cands):
                 prompt = critique_prompt(state, c.action, c.steps, float(c.score or 0.0), t.benchmark, cfg.prompt)
                 requests.append(GenerationRequest(key=f"{state_id(t, i)}#critique{j}", messages=as_messages(prompt)))
         texts = iter(critic.generate(requests, 1, sd.critic_sampling, sd.seed))
-        for _, _, cands in asks:
+        for _, _, _, cands in asks:
             for j, c in enumerate(cands):
                 cands[j] = c.model_copy(update={"critique": reflection_body(next(texts)[0])})
         requests = []
-        for t, i, cands in asks:
+        for t, i, state, cands in asks:
             key_rng("sand-order", sd.seed, state_id(t, i)).shuffle(cands)
-            state = trajectory_state(t, i, cfg.prompt.history_k, cfg.benchmark.max_admissible_shown)
             pairs = [(c.action, c.critique or "") for c in cands]
             prompt = deliberation_prompt(state, pairs, expert_action(t, i), t.benchmark, cfg.prompt)
             requests.append(GenerationRequest(key=f"{state_id(t, i)}#deliberation", messages=as_messages(prompt),
                                               gold_action=expert_action(t, i)))  # fmt: skip
         answers = critic.generate(requests, 1, sd.critic_sampling, sd.seed)
-        for (t, i, cands), (text,) in zip(asks, answers, strict=True):
+        for (t, i, _, cands), (text,) in zip(asks, answers, strict=True):
             sid, expert = state_id(t, i), expert_action(t, i)
             mine = next(c for c in cands if c.source == "expert")
             outcome = mine.steps[0][1] if mine.steps else ""
