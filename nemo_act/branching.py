@@ -33,6 +33,26 @@ from nemo_act.evaluation.rollout import Start
 from nemo_act.prompts.state import expert_action, state_id
 
 
+def require_episodes(trajectories: Sequence[Trajectory], experts: str | Path, method: str) -> None:
+    """Fail unless every expert trajectory names the env episode it was played in (a variation to reset to).
+
+    Branching and roll-on restore a state by replaying the expert's prefix in that episode. WebShop's human
+    demonstrations name none (the sessions were logged on the web shop, not in an env episode), so the
+    reflection baselines there need experts from rollouts in the env.
+
+    Raises:
+        ValueError: Naming the file, how many trajectories lack an episode, one of them and the way out.
+    """
+    missing = [t.trajectory_id for t in trajectories if t.variation is None]
+    if missing:
+        raise ValueError(
+            f"{experts}: {method} replays expert episodes in the env, but {len(missing)} of {len(trajectories)} "
+            f"trajectories name no episode to reset to (e.g. {missing[0]}; WebShop's human demonstrations name "
+            "none). Take experts from rollouts in the env: pipeline.experts.path=FILE (trajectories in our schema; "
+            "or nemo-act experts --from-rollouts FILE)"
+        )
+
+
 class Outcome(_Record):
     """What the env showed after one candidate action from a restored state."""
 

@@ -214,15 +214,23 @@ def import_rollouts(cfg: ExperimentConfig, rollouts: str | Path, out: str | Path
         out: Experts JSONL to write (manifest beside it).
 
     Returns:
-        Counts and output path.
+        Counts and output path. A finished ``out`` imported from the same file (same bytes) is reused.
 
     Raises:
+        FileNotFoundError: ``rollouts`` does not exist.
         RecordError: A line is not a valid trajectory.
         ValueError: A trajectory belongs to another benchmark.
     """
     from nemo_act.data.io import read_jsonl
+    from nemo_act.data.manifest import file_sha256
 
     rollouts, out = Path(rollouts), Path(out)
+    if not rollouts.is_file():
+        raise FileNotFoundError(f"{rollouts}: no such trajectories file (experts from rollouts)")
+    params = {"from_rollouts": str(rollouts), "benchmark": cfg.benchmark.name, "sha256": file_sha256(rollouts)}
+    finished = reusable(out, "experts", params)
+    if finished is not None:
+        return Summary(counts=finished["counts"], out=out)
     trajs = list(read_jsonl(rollouts, Trajectory))
     other = sorted({t.benchmark for t in trajs} - {cfg.benchmark.name})
     if other:
@@ -240,7 +248,7 @@ def import_rollouts(cfg: ExperimentConfig, rollouts: str | Path, out: str | Path
     write_manifest(
         out,
         "experts",
-        params={"from_rollouts": str(rollouts), "benchmark": cfg.benchmark.name},
+        params=params,
         counts=counts,
         inputs={"rollouts": rollouts},
     )

@@ -36,9 +36,9 @@ from rich.console import Console
 from nemo_act.benchmarks.base import adapter_of
 from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.data.io import read_jsonl, write_text_atomic
+from nemo_act.data.io import read_all, read_jsonl, write_text_atomic
 from nemo_act.data.manifest import file_sha256
-from nemo_act.data.records import Pair
+from nemo_act.data.records import Pair, Trajectory
 from nemo_act.quiet import quiet_libraries
 from nemo_act.stage_kinds import (
     DATA_KINDS,
@@ -160,11 +160,18 @@ class PipelineRunner:
 
     # ---- data -------------------------------------------------------------------------------------
     def experts(self, which: str) -> Path:
-        """Collect (or reuse) the expert trajectories of ``pipeline.experts`` / ``pipeline.heldout``."""
-        from nemo_act.experts import collect_experts
+        """Collect (or reuse) the expert trajectories of ``pipeline.experts`` / ``pipeline.heldout``.
+
+        With the source's ``path`` the successful trajectories of that file are taken instead (validated;
+        :func:`~nemo_act.experts.import_rollouts`).
+        """
+        from nemo_act.experts import collect_experts, import_rollouts
 
         src = getattr(self.cfg.pipeline, which)
         out = self.data_dir / ("experts.jsonl" if which == "experts" else "heldout_experts.jsonl")
+        if src.path is not None:
+            import_rollouts(self.cfg, src.path, out)
+            return out
         collect_experts(
             self.cfg,
             src.split,
@@ -391,6 +398,11 @@ class PipelineRunner:
         if not stages:  # a prompting baseline: nothing to build or train; the initial policy is evaluated
             return self._evaluate([])
         experts = self.experts("experts")
+        if any(built_data(k) for k in data_steps(stages)):
+            # a reflection baseline branches in the env: fail before any pair is sampled, not after
+            from nemo_act.branching import require_episodes
+
+            require_episodes(read_all(experts, Trajectory, "expert trajectories"), experts, self.cfg.pipeline.name)
         inputs: dict[str, Path | None] = {"experts": experts}
         heldout_pairs = None
         if has_pairs:
@@ -456,15 +468,17 @@ class PipelineRunner:
         def add(step: str, python: str, inputs: str, outputs: str) -> None:
             rows.append({"step": step, "python": python, "inputs": inputs, "outputs": str(outputs)})
 
-        src = cfg.pipeline.experts
+        def source(which: str) -> str:
+            src = getattr(cfg.pipeline, which)
+            return f"successful trajectories of {src.path}" if src.path else f"{cfg.benchmark.name} {src.split}"
+
         if cfg.pipeline.stages:
-            add("experts", py("experts"), f"{cfg.benchmark.name} {src.split}", data / "experts.jsonl")
+            add("experts", py("experts"), source("experts"), data / "experts.jsonl")
         policy = cfg.pipeline.pairs_policy or self.init
         has_pairs = needs_pairs(cfg.pipeline.stages)
         if has_pairs:
             add("pairs", py("pairs"), f"experts.jsonl, policy {policy}", data / "pairs.jsonl")
-            held = cfg.pipeline.heldout
-            add("experts", py("experts"), f"{cfg.benchmark.name} {held.split}", data / "heldout_experts.jsonl")
+            add("experts", py("experts"), source("heldout"), data / "heldout_experts.jsonl")
             add("pairs", py("pairs"), f"heldout_experts.jsonl, policy {policy}", data / "heldout_pairs.jsonl")
             add("selection", py("selection"), f"{self.init}, heldout_pairs.jsonl", d / "selection" / "init.json")
         files = {"experts": "experts.jsonl", "pairs": "pairs.jsonl"}

@@ -22,6 +22,8 @@ from nemo_act.benchmarks.webshop import (
 from nemo_act.data import Trajectory, read_jsonl, read_manifest, write_jsonl
 from nemo_act.data.io import RecordError
 
+REPO = Path(__file__).resolve().parents[1]
+
 
 @pytest.fixture(scope="module")
 def logs(benchmarks_dir) -> Path:
@@ -173,3 +175,59 @@ def test_evaluation_wiring_on_a_stand_in_text_env(cfg, tmp_path, monkeypatch):
     assert records[0].steps[0]["action"] == SEARCH_ACTION  # the only action the search page lists
     for r in records:  # WebShop's 0-1 reward is a 0-100 score; success is reward 1
         assert r.final_score in (0.0, 25.0, 100.0) and r.success == (r.max_score == 100.0)
+
+
+def test_reflection_recipes_stop_at_once_on_human_demonstrations_and_take_experts_from_a_file(
+    benchmarks_dir, logs, catalog_file, tmp_path
+):
+    """The WebShop reflection-baseline recipes as shipped: branching replays an expert's prefix in its env
+    episode, and the human demonstrations name none, so the run stops right after reading the experts (before
+    any pair is sampled or the env started) and says what to set; with ``pipeline.experts.path`` (trajectories
+    that name their goal, as a policy's rollouts in the env do) the experts are the file's successful ones."""
+    from nemo_act.config import load_config
+    from nemo_act.generation import RandomGenerator
+    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.reflection.early_experience import build_early_experience
+
+    data = tmp_path / "webshop"
+    data.mkdir()
+    (data / "all_trajs").symlink_to(logs)
+    base = [f"benchmark.data_dir={data}", f"benchmark.catalog={catalog_file}"]
+    recipes = REPO / "conf" / "recipes" / "webshop"
+    for method in ("ee", "sand", "agent_r"):
+        run = tmp_path / method
+        runner = PipelineRunner(
+            load_config(recipes / f"{method}-qwen3-8b-4n4g-megatron.yaml", [*base, f"run_dir={run}"])
+        )
+        with pytest.raises(ValueError, match=r"9 of 9 trajectories name no episode .*pipeline\.experts\.path=FILE"):
+            runner.run()
+        assert len(list(read_jsonl(run / "data" / "experts.jsonl", Trajectory))) == 9  # read, then stopped
+        assert sorted(p.name for p in (run / "data").iterdir()) == ["experts.jsonl", "experts.jsonl.manifest.json"]
+    cfg = load_config(recipes / "sand-qwen3-8b-4n4g-megatron.yaml", base)
+    assert cfg.sand.candidates == 3  # SAND's N on WebShop
+    human = tmp_path / "human.jsonl"
+    write_jsonl(human, read_demonstrations(logs, catalog_file))
+    with pytest.raises(ValueError, match="Early Experience replays expert episodes"):  # the CLI's builder too
+        build_early_experience(cfg, human, RandomGenerator(), tmp_path / "ee_cli", 1)
+
+    # experts that name their goal (here the demonstrations given goal indices, as rollouts in the env would)
+    played = tmp_path / "webshop_rollouts.jsonl"
+    write_jsonl(
+        played, [t.model_copy(update={"variation": 1500 + i}) for i, t in enumerate(read_jsonl(human, Trajectory))]
+    )
+    run = tmp_path / "from_file"
+    cfg = load_config(
+        recipes / "ee-qwen3-8b-4n4g-megatron.yaml", [*base, f"run_dir={run}", f"pipeline.experts.path={played}"]
+    )
+    runner = PipelineRunner(cfg)
+    assert runner.plan()[0]["inputs"] == f"successful trajectories of {played}"
+    experts = runner.experts("experts")
+    kept = list(read_jsonl(experts, Trajectory))
+    assert kept == [t for t in read_jsonl(played, Trajectory) if t.success] and len(kept) == 2  # two won (reward 1)
+    manifest = read_manifest(experts)
+    assert manifest["params"]["from_rollouts"] == str(played) and len(manifest["counts"]["failed"]) == 9 - len(kept)
+    stamp = experts.stat().st_mtime_ns
+    assert runner.experts("experts") == experts and experts.stat().st_mtime_ns == stamp  # reused, not rewritten
+    write_jsonl(played, [t.model_copy(update={"variation": 0}) for t in read_jsonl(played, Trajectory)][:1])
+    runner.experts("experts")  # the file changed: imported again
+    assert read_manifest(experts)["counts"]["episodes"] == 1

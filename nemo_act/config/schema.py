@@ -363,6 +363,11 @@ class ExpertSource(_Strict):
     split: str
     tasks: list[str] | None = Field(description="Task names (None = all).")
     max_variations: int | None = Field(description="Variations per task (None = all).")
+    path: str | None = Field(
+        description="A trajectories file in our schema instead (e.g. another policy's rollouts, as the paper's "
+        "ALFWorld experts; experts with env episodes for the reflection baselines on WebShop): its successful "
+        "trajectories are taken, split/tasks/max_variations are then unused (None = collect from the benchmark)."
+    )
 
 
 class PipelineEvalConfig(_Strict):

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from nemo_act.branching import require_episodes
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import read_all, read_jsonl, write_jsonl
 from nemo_act.data.manifest import Summary, file_sha256, write_manifest
@@ -164,8 +165,7 @@ def build_agent_r(
     if reused is not None:
         return reused
     trajectories = read_all(experts, Trajectory, "expert trajectories")
-    if any(t.variation is None for t in trajectories):
-        raise ValueError(f"{experts}: Agent-R replays expert episodes in the env; these have no variation to reset to")
+    require_episodes(trajectories, experts, "Agent-R")
     episodes = [(t.task_id, int(t.variation or 0)) for t in trajectories]
     gold = {episode_id(cfg.benchmark.name, t, v): traj for (t, v), traj in zip(episodes, trajectories, strict=True)}
     ar = cfg.agent_r

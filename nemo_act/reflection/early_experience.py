@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from nemo_act.branching import BranchRecord, branch_states
+from nemo_act.branching import BranchRecord, branch_states, require_episodes
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, read_all, read_jsonl, write_jsonl
 from nemo_act.data.manifest import Summary, file_sha256, write_manifest
@@ -229,6 +229,7 @@ def build_early_experience(
     if reused is not None:
         return reused
     trajectories = read_all(experts, Trajectory, "expert trajectories")
+    require_episodes(trajectories, experts, "Early Experience")
     states = list(iter_states(trajectories))
     alternatives = _alternatives(cfg, states, generator, folder, progress)
     ee = cfg.early_experience

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from nemo_act.branching import BranchingEnv, roll_on_start
+from nemo_act.branching import BranchingEnv, require_episodes, roll_on_start
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, read_all, read_jsonl, write_jsonl
 from nemo_act.data.manifest import Summary, file_sha256, write_manifest
@@ -283,8 +283,7 @@ def build_sand(
     if reused is not None:
         return reused
     trajectories = read_all(experts, Trajectory, "expert trajectories")
-    if any(t.variation is None for t in trajectories):
-        raise ValueError(f"{experts}: SAND replays expert episodes in the env; these have no variation to reset to")
+    require_episodes(trajectories, experts, "SAND")
     states = list(iter_states(trajectories))
     sampled = _sample(cfg, states, generator, folder, progress)
     rolled = _roll_on(cfg, states, sampled, generator, folder, workers, progress)
