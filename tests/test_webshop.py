@@ -178,7 +178,7 @@ def test_evaluation_wiring_on_a_stand_in_text_env(cfg, tmp_path, monkeypatch):
 
 
 def test_reflection_recipes_stop_at_once_on_human_demonstrations_and_take_experts_from_a_file(
-    benchmarks_dir, logs, catalog_file, tmp_path
+    logs, catalog_file, tmp_path
 ):
     """The WebShop reflection-baseline recipes as shipped: branching replays an expert's prefix in its env
     episode, and the human demonstrations name none, so the run stops right after reading the experts (before
