@@ -1,4 +1,12 @@
-"""Stand-in ``WebAgentTextEnv``: search page -> results (one right product) -> item page -> buy."""
+"""Stand-in ``WebAgentTextEnv``: search page -> results (one right product) -> item page -> buy.
+
+Follows princeton-nlp/WebShop @ 64fa2a5, ``web_agent_site/envs/web_agent_text_env.py``: ``reset(session)``
+returns ``(obs, None)`` (l. 240-260); ``step`` lower-cases the argument, searches only with a non-empty
+``search[...]``, clicks only a listed clickable other than ``search``, does nothing on any other action and
+returns ``(obs, reward, done, info)`` (l. 86-125); ``get_available_actions`` gives ``{has_search_bar,
+clickables}`` with button texts lower-cased (l. 127-148); ``get_instruction_text`` (l. 162). The pages,
+products and reward are ours (WebShop's need its catalog, search index and spaCy model).
+"""
 
 RIGHT, WRONG = "b000000001", "b000000002"
 
