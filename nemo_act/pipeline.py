@@ -43,6 +43,7 @@ from nemo_act.quiet import quiet_libraries
 from nemo_act.stage_kinds import (
     DATA_KINDS,
     built_data,
+    capped_rows,
     data_steps,
     expand,
     load,
@@ -269,6 +270,7 @@ class PipelineRunner:
             info = json.loads(marker.read_text())
             if info["fingerprint"] == fp and info["complete"]:
                 self.console.print(f"[green]skip[/] {out.name}: finished with the same inputs and config")
+                shutil.rmtree(out / "checkpoints", ignore_errors=True)  # left by a kill right after the marker
                 self.log["stages"].append({"stage": out.name, "status": "skipped", "path": str(out)})
                 return str(out)
             if info["fingerprint"] != fp:
@@ -288,9 +290,10 @@ class PipelineRunner:
             )
         t = time.time()
         train_stage(kind, init, rows, self.cfg, out)
-        shutil.rmtree(out / "checkpoints", ignore_errors=True)
-        info.update(complete=True, seconds=round(time.time() - t, 1), rows=len(rows))
+        info.update(complete=True, seconds=round(time.time() - t, 1), rows=len(capped_rows(kind, rows, self.cfg)))
         write_text_atomic(marker, json.dumps(info, indent=2) + "\n")
+        # only now: a kill before the marker said complete resumes from these, never retrains the stage
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)
         self.log["stages"].append(
             {
                 "stage": out.name,

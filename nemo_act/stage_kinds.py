@@ -145,6 +145,12 @@ def stage_config(kind: str, cfg: ExperimentConfig) -> SFTStageConfig | DPOStageC
     return getattr(cfg.train, stage_kind(kind).train)
 
 
+def capped_rows(kind: str, rows: list[Any], cfg: ExperimentConfig) -> list[Any]:
+    """A stage's rows cut to ``train.<kind>.max_samples`` (the first ones), so both engines train the same rows."""
+    limit = stage_config(kind, cfg).max_samples
+    return rows if limit is None else rows[:limit]
+
+
 def stage_experiment(kind: str, cfg: ExperimentConfig) -> ExperimentConfig:
     """The experiment config a stage renders its prompts with (its ``prompt_settings`` applied)."""
     settings = stage_kind(kind).prompt_settings

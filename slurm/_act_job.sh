@@ -77,14 +77,20 @@ if ! run "${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}" --o
   exit 1
 fi
 
-# 2. Ray (slurm/_ray_node.sh follows ray.sub)
-if [[ "$DRY_RUN" == 1 ]]; then
-  HEAD_IP=$HEAD
-  show "${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" hostname --ip-address
-  echo
-else
-  HEAD_IP=$("${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" hostname --ip-address | awk '{print $1}')
+# LOG_DIR must be on a filesystem every node sees (ray.sub:185-188): each node's _ray_node.sh checks this
+# canary first and stops at once, instead of waiting 30 min for marker files it can never see.
+if [[ "$DRY_RUN" != 1 ]]; then echo "$JOB_ID" > "$LOG_DIR/.shared_fs_canary"; fi
+# The job's end (Unix seconds) for NeMo-RL's last save before the requeue (engine.nemo_rl.save_deadline_margin_s):
+# Slurm's SLURM_JOB_END_TIME where it sets one, else squeue's end time of this job.
+JOB_END=${SLURM_JOB_END_TIME:-}
+if [[ -z "$JOB_END" && "$DRY_RUN" != 1 ]]; then
+  JOB_END=$(date -d "$(squeue -h -j "$JOB_ID" -o %e 2>/dev/null)" +%s 2>/dev/null || true)
 fi
+export NEMO_ACT_JOB_END=$JOB_END
+
+# 2. Ray (slurm/_ray_node.sh follows ray.sub)
+HEAD_IP=$(resolve_ipv4 "$HEAD")
+echo "nemo-act: Ray head $HEAD at $HEAD_IP"
 export HEAD_IP
 run_bg "${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}" --output="$LOG_DIR/ray-head.log" \
   bash "$REPO/slurm/_ray_node.sh" head

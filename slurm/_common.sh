@@ -81,3 +81,17 @@ run_bg() {  # print, then start in the background unless dry
   echo " &"
   if [[ "$DRY_RUN" != 1 ]]; then "$@" & BG_PIDS+=($!); fi
 }
+
+# A node's address as NeMo-RL v0.7.0's ray.sub resolves node names on the batch host (ray.sub:274-314: `host`,
+# then `getent`, ..., else the name itself), keeping the first IPv4 address that is not loopback: a node's
+# /etc/hosts often maps its own name to 127.0.1.1 (Debian's default), and `hostname --ip-address` on the node
+# may print that or an IPv6 address first, which the other nodes cannot reach Ray's GCS on.
+resolve_ipv4() {
+  local node=$1 ip
+  ip=$({
+    host "$node" 2>/dev/null | awk '/has address/ { print $4 }'
+    getent ahostsv4 "$node" 2>/dev/null | awk '{ print $1 }'
+  } | grep -v '^127\.' | head -n 1 || true)
+  echo "${ip:-$node}"
+}
+

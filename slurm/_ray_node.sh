@@ -34,6 +34,13 @@ WORKER_RETRIES=${WORKER_RETRIES:-20}
 RETRY_SECONDS=${RETRY_SECONDS:-10}
 export RAY_ENABLE_UV_RUN_RUNTIME_ENV=0 RAY_USAGE_STATS_ENABLED=0
 
+if [[ $role != count && ! -f $LOG_DIR/.shared_fs_canary ]]; then  # ray.sub:457-463 and 672-675
+  echo "[ERROR] $LOG_DIR/.shared_fs_canary is not visible on $(hostname): LOG_DIR (RUNS_ROOT) must be on a" \
+    "filesystem every node of the job shares" >&2
+  if [[ $role == head ]]; then touch "$LOG_DIR/ENDED" 2>/dev/null || true; fi
+  exit 1
+fi
+
 if [[ $role == count ]]; then  # GPUs (worker_units) of the nodes that have joined, e.g. " 0.0/16.0 worker_units"
   units=$(ray status 2>/dev/null | grep worker_units | awk -F'[/. ]+' '{print $4}')
   echo "${units:-0}"

@@ -207,3 +207,27 @@ def test_reflection_baselines_build_on_real_alfworld_states(alf_cfg, tmp_path):
     ar = read_revisions(build_agent_r(cfg, experts, RandomGenerator(), tmp_path / "ar", 1, False).out)
     (rev,) = ar
     assert rev.kept and rev.wrong[0].observation == traj.steps[rev.deviation].observation
+
+
+def test_textworlds_grammar_eval_sees_its_variables_on_every_python():
+    """textworld 1.7.0's EvalSymbol.derive fills ``locals()`` then ``eval``s (textgen/__init__.py:94-97): on
+    Python 3.13 (PEP 667; NeMo-RL's image) the names are lost and every ALFWorld reset raised NameError. The
+    shim hands eval the same names; on an older Python both give the same text."""
+    import sys
+    from types import SimpleNamespace
+
+    textgen = pytest.importorskip("textworld.envs.pddl.textgen")
+    from nemo_act.benchmarks import textworld_compat
+
+    assert textworld_compat.apply() and textworld_compat.apply()  # idempotent
+    patched = textgen.EvalSymbol.derive
+    original = patched._original
+    ctx = {"variables": {"r": SimpleNamespace(name="kitchen")}}
+    sym = textgen.EvalSymbol("r.name + ' ' + str(len(context['variables']))", {})
+    assert [t.symbol for t in patched(sym, ctx)] == ["kitchen 1"]
+    if sys.version_info >= (3, 13):
+        with pytest.raises(NameError):
+            original(sym, ctx)  # the bug the shim exists for
+    else:
+        assert [t.symbol for t in original(sym, ctx)] == ["kitchen 1"]
+

@@ -7,14 +7,16 @@ import json
 import math
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
 
+from nemo_act import stage_kinds
 from nemo_act.config import conf_root, load_config
 from nemo_act.engines import train_stage
 from nemo_act.engines.nemo_rl import recipe
-from nemo_act.engines.nemo_rl.launch import latest_checkpoint, megatron_weights, stage_env, stage_metrics
+from nemo_act.engines.nemo_rl.launch import latest_checkpoint, megatron_weights, run_driver, stage_env, stage_metrics
 from nemo_act.generation.vllm import request_seed, sampling_params
 
 RECIPES = sorted((conf_root() / "recipes").glob("*/act-*.yaml"))
@@ -307,16 +309,25 @@ def test_grpo_baseline_is_one_config_value_on_nemo_rl():
 @pytest.mark.parametrize(
     "path", [p for p in RECIPES if p.stem.endswith("fp8")], ids=lambda p: p.parent.name + "/" + p.stem
 )
-def test_fp8_stages_pad_every_sequence_for_blockwise_fp8(path):
-    """DPO cannot pack (algorithms/dpo.py asserts), and NeMo-RL pads to FP8's 128 only when packing."""
+def test_fp8_pads_each_sequence_to_128_only_where_nemo_rl_does_not_pack(path):
+    """NeMo-RL pads a packed sequence to 128 x TP x 2CP itself (models/megatron/data.py:1142-1160); DPO cannot
+    pack (algorithms/dpo.py:151 asserts), so only there must each sequence be padded to 128 x TP x 2CP.
+
+    The bases' packing as the pinned release's files set it: grpo_math_1B_megatron.yaml:70-71 and
+    sft_openmathinstruct2_megatron.yaml:35-36 ``sequence_packing.enabled: true``; dpo.yaml:92-93 false.
+    """
     cfg = load_config(path)
     mg = cfg.engine.nemo_rl.megatron
-    need = 128 * mg.tensor_parallel * (2 * mg.context_parallel if mg.context_parallel > 1 else 1)
-    for kind in ("act", "il", "dpo"):
-        pol = recipe.master_config(kind, cfg, {}, init="x", out="/o", n_rows=5000)["policy"]
-        assert pol["make_sequence_length_divisible_by"] % need == 0, kind
-    dpo = recipe.master_config("dpo", cfg, {}, init="x", out="/o", n_rows=5000)["policy"]
+    shard = mg.tensor_parallel * (2 * mg.context_parallel if mg.context_parallel > 1 else 1)
+    packed = {"policy": {"sequence_packing": {"enabled": True}}}
+    for kind in ("act", "il", "rl"):
+        pol = recipe.master_config(kind, cfg, packed, init="x", out="/o", n_rows=5000)["policy"]
+        assert pol["make_sequence_length_divisible_by"] == shard, kind  # no 128 x: NeMo-RL pads the pack
+    dpo = recipe.master_config("dpo", cfg, packed, init="x", out="/o", n_rows=5000)["policy"]
     assert dpo["sequence_packing"] == {"enabled": False} and dpo["dynamic_batching"] == {"enabled": False}
+    assert dpo["make_sequence_length_divisible_by"] == 128 * shard
+    unpacked = recipe.master_config("il", cfg, {}, init="x", out="/o", n_rows=5000)["policy"]
+    assert unpacked["make_sequence_length_divisible_by"] == 128 * shard  # a base that does not pack: we pad
 
 
 def test_grpo_does_not_dump_every_sample_each_step_unless_asked():
@@ -348,7 +359,7 @@ def test_reward_parts_keep_their_step_numbers_after_a_resume(tmp_path):
 
 def test_each_stage_converts_its_init_into_its_own_folder_afresh_unless_it_resumes(tmp_path, monkeypatch, capsys):
     """NeMo-RL caches its HF -> Megatron conversion keyed by path (models/megatron/setup.py)."""
-    from nemo_act.engines.nemo_rl.launch import HF_IMPORT, run_driver
+    from nemo_act.engines.nemo_rl.launch import HF_IMPORT
 
     monkeypatch.setenv("NEMO_ACT_DRY_RUN", "1")
     cfg = load_config(Q8B)
@@ -377,11 +388,16 @@ def test_stage_config_names_our_dataset_processor_and_env_and_replaces_the_base_
         "processor": "nemo_act",
         "env_name": "act_selection",
     }
-    assert act["validation"] is None and act["default"] is None and act["max_input_seq_length"] == 4096
+    # no ``default`` at all: NeMo-RL's setup_preference_data merges it whenever the key exists (None crashed DPO)
+    assert act["validation"] is None and "default" not in act and act["max_input_seq_length"] == 4096
     il = recipe.master_config("il", cfg, base, init="x", out="/o", n_rows=5000)["data"]["train"]
     assert il["processor"] == "nemo_act" and "env_name" not in il
-    dpo = recipe.master_config("dpo", cfg, base, init="x", out="/o", n_rows=5000)["data"]["train"]
-    assert "processor" not in dpo  # NeMo-RL's own preference_preprocessor
+    dpo = recipe.master_config("dpo", cfg, base, init="x", out="/o", n_rows=5000)["data"]
+    assert "processor" not in dpo["train"]  # NeMo-RL's own preference_preprocessor
+    assert (
+        "default" not in dpo
+        and "default" not in recipe.master_config("dpo", cfg, {}, init="x", out="/o", n_rows=5000)["data"]
+    )
 
 
 def test_moe_recipe_maps_expert_parallel_and_its_vllm_backend_onto_rollouts_only():
@@ -396,3 +412,35 @@ def test_moe_recipe_maps_expert_parallel_and_its_vllm_backend_onto_rollouts_only
     assert act["policy"]["generation"]["vllm_kwargs"] == {"moe_backend": "triton"}
     il = recipe.master_config("il", cfg, {}, init="x", out="/o", n_rows=5000)
     assert "generation" not in il["policy"]  # SFT has no rollouts: nothing to hang vLLM arguments on
+
+
+def test_the_save_deadline_comes_from_the_jobs_end_so_a_requeue_loses_no_steps(monkeypatch):
+    """NeMo-RL saves once the next step would pass checkpoint_must_save_by (utils/timer.py TimeoutChecker,
+    grpo.py:2880); None turned that off while the job requeues itself 600 s before its end (USR1@600)."""
+    cfg = load_config(Q8B)
+    margin = cfg.engine.nemo_rl.save_deadline_margin_s
+    assert margin >= 600  # the .sub files' USR1 requeue margin, plus the save itself
+    monkeypatch.delenv(recipe.JOB_END_ENV, raising=False)
+    assert recipe.must_save_by(margin) is None  # outside a Slurm job: no deadline
+    now = 1_000_000.0
+    monkeypatch.setenv(recipe.JOB_END_ENV, str(int(now) + 2 * 86400 + 3 * 3600 + 4 * 60 + 5 + margin))
+    assert recipe.must_save_by(margin, now=now) == "02:03:04:05"
+    monkeypatch.setenv(recipe.JOB_END_ENV, str(int(now) + 60))
+    assert recipe.must_save_by(margin, now=now) == "00:00:00:00"  # too little left: save after the next step
+    monkeypatch.setenv(recipe.JOB_END_ENV, str(time.time() + 7200))
+    ckpt = recipe.master_config("act", cfg, {}, init="x", out="/o", n_rows=5000)["checkpointing"]
+    hours, minutes = int(ckpt["checkpoint_must_save_by"][3:5]), int(ckpt["checkpoint_must_save_by"][6:8])
+    assert 0 < 7200 - margin - (hours * 3600 + minutes * 60) < 120
+
+
+def test_max_samples_cuts_the_rows_the_cluster_engine_trains_as_the_local_engine_does(tmp_path, monkeypatch):
+    """train.<kind>.max_samples shrank NeMo-RL's step count but every row was still written (launch.py)."""
+    monkeypatch.setenv("NEMO_ACT_DRY_RUN", "1")
+    cfg = load_config(Q8B, ["train.il.max_samples=70"])
+    rows = [
+        {"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": "a"}]} for i in range(100)
+    ]
+    out = run_driver("il", "/ckpt/warm", rows, cfg, tmp_path / "02_il")
+    written = (out / "rows.jsonl").read_text().splitlines()
+    assert len(written) == 70 and '"q69"' in written[-1]
+    assert stage_kinds.capped_rows("il", rows, cfg) == rows[:70]

@@ -8,10 +8,14 @@ with its retry loops, the recipes, our CLI's plan) is real:
 * ``srun`` logs its arguments, drops its own and pyxis' options (``--container-image=...``: pyxis'
   documented ``[USER@][REGISTRY#]IMAGE[:TAG]|PATH``) and runs the command here, once per task
   (``--nodes=N`` with ``--ntasks-per-node=1``: N copies, ``SLURM_PROCID`` set, output to ``--output``
-  with ``%n`` filled in), as srun does on the nodes. Two commands are played instead: ``hostname
-  --ip-address`` and the pipeline (``nemo_act.cli run``: sleeps, exits with a chosen status); the
+  with ``%n`` filled in), as srun does on the nodes. One command is played instead: the pipeline
+  (``nemo_act.cli run``: logs the job end it was handed, sleeps, exits with a chosen status); the
   preflight (``nemo_act.cli cluster-check``) exits with a chosen status (it runs for real in
   tests/test_interpreters.py).
+* ``getent`` answers ``getent ahostsv4 ghN`` as a node whose /etc/hosts maps its own name to Debian's
+  ``127.0.1.1`` before its real address ``10.0.0.N`` (glibc's ``ahostsv4`` output: ``ADDRESS STREAM NAME``),
+  so the job must resolve the head as ray.sub does and skip loopback; ``squeue -h -j ID -o %e`` prints the
+  job's end time in Slurm's ISO format.
 * ``ray`` behaves as Ray's CLI does for what ray.sub relies on (NeMo-RL v0.7.0 ``ray.sub``: "``ray start
   --address`` fails until GCS is listening"): ``ray start --head`` returns once its GCS listens;
   ``ray start --address`` fails until then, and also the first ``FAKE_WORKER_FAILS`` times; with
@@ -27,6 +31,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -66,9 +71,10 @@ while (( $# )); do
   esac
 done
 case "$*" in
-  "hostname --ip-address") echo 127.0.0.1; exit 0 ;;
   *"nemo_act.cli cluster-check"*) echo "9 of 9 checks passed" > "${out:-/dev/stdout}"; exit "${FAKE_CHECK_RC:-0}" ;;
-  *"nemo_act.cli run"*) sleep "${FAKE_PIPELINE_SECONDS:-0}"; exit "${FAKE_PIPELINE_RC:-0}" ;;
+  *"nemo_act.cli run"*)
+    echo "pipeline NEMO_ACT_JOB_END=${NEMO_ACT_JOB_END:-}" >> "$FAKE_LOG"
+    sleep "${FAKE_PIPELINE_SECONDS:-0}"; exit "${FAKE_PIPELINE_RC:-0}" ;;
 esac
 if [[ $1 == python && -n ${FAKE_PYTHON:-} ]]; then set -- "$FAKE_PYTHON" "${@:2}"; fi  # the image's python
 pids=()
@@ -81,6 +87,16 @@ done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
 exit "$status"
+"""
+GETENT = r"""#!/bin/bash
+echo "getent $*" >> "$FAKE_LOG"
+[[ $1 == ahostsv4 && $2 =~ ^gh([0-9]+)$ ]] || exit 2
+echo "127.0.1.1       STREAM $2"
+echo "10.0.0.${BASH_REMATCH[1]}        STREAM $2"
+"""
+SQUEUE = r"""#!/bin/bash
+echo "squeue $*" >> "$FAKE_LOG"
+[[ "$*" == "-h -j 4242 -o %e" ]] && echo "2030-01-01T12:00:00"
 """
 RAY = r"""#!/bin/bash
 echo "ray $*" >> "$FAKE_LOG"
@@ -104,7 +120,7 @@ esac
 def fake_slurm(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, text in (("scontrol", SCONTROL), ("srun", SRUN), ("ray", RAY)):
+    for name, text in (("scontrol", SCONTROL), ("srun", SRUN), ("ray", RAY), ("getent", GETENT), ("squeue", SQUEUE)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     log = tmp_path / "fake.log"
@@ -173,9 +189,7 @@ def test_dry_run_prints_every_command_then_the_whole_plan_and_runs_none(fake_slu
     assert res.returncode == 0, res.stderr
     cmds = _commands(res.stdout)
     srun_cmds = [c for c in cmds if c[0] == "srun"]
-    assert srun_cmds and all(
-        "--container-image=nvcr.io#nvidia/nemo-rl:v0.7.0" in c for c in srun_cmds if "hostname" not in c
-    )
+    assert srun_cmds and all("--container-image=nvcr.io#nvidia/nemo-rl:v0.7.0" in c for c in srun_cmds)
     assert "pip install" not in res.stdout  # nothing is installed at job time (finding 7)
     check = _find(cmds, "nemo_act.cli", "cluster-check")
     assert check[check.index("cluster-check") + 1] == "conf/recipes/alfworld/act-qwen3-8b-4n4g-megatron.yaml"
@@ -203,7 +217,8 @@ def test_dry_run_prints_every_command_then_the_whole_plan_and_runs_none(fake_slu
     assert plan[export].endswith("MegatronPolicyWorker/bin/python") and plan[export + 1].endswith("stages/01_act")
     pairs = plan.index(next(line for line in plan if " pairs " in line))
     assert plan[pairs].endswith("VllmGenerationWorker/bin/python") and plan[pairs + 1].endswith("data/pairs.jsonl")
-    assert log.read_text() == "scontrol show hostnames gh[1-4]\n"  # srun and ray never ran
+    # srun and ray never ran; the head's address is looked up on the batch host, as ray.sub does
+    assert log.read_text() == "scontrol show hostnames gh[1-4]\ngetent ahostsv4 gh1\n"
     assert "nothing was started" in res.stdout
 
 
@@ -286,10 +301,14 @@ def test_ray_comes_up_although_workers_fail_until_the_gcs_listens_and_usr1_reque
     text = log.read_text()
     assert "scontrol requeue 4242" in text and "requeueing 4242" in out
     starts = [line for line in text.splitlines() if line.startswith("ray start")]
-    assert sum("--head" in s for s in starts) == 1 and sum("--address=127.0.0.1:9900" in s for s in starts) >= 3 + 4
+    # the head's address as ray.sub resolves it, never the 127.0.1.1 of its /etc/hosts (nor IPv6)
+    assert sum("--head" in s for s in starts) == 1 and sum("--address=10.0.0.1:9900" in s for s in starts) >= 3 + 4
     stops = [i for i, line in enumerate(text.splitlines()) if line == "ray stop"]
     assert len(stops) >= len(starts)  # every start after a stop (ray.sub's cleanup)
     head = next(s for s in starts if "--head" in s)
+    assert "--node-ip-address=10.0.0.1" in head
+    # NeMo-RL's deadline save counts from the job's end that squeue reports (recipe.must_save_by)
+    assert f"pipeline NEMO_ACT_JOB_END={int(datetime.fromisoformat('2030-01-01T12:00:00').timestamp())}" in text
     assert "--min-worker-port=10002" in head and "--max-worker-port=11000" in head and "--port=9900" in head
     assert text.index("cluster-check") < text.index("ray start") < text.index("nemo_act.cli run")
     assert "GPUs in Ray: 16/16" in out
@@ -403,3 +422,24 @@ def test_env_steps_run_only_the_env_bound_steps_of_the_same_run(fake_slurm, tmp_
         assert "--container-image=/lustre/images/nemo-act-x86_64.sqsh" in cmd
     bad = _run("env_steps.sub", {**env, "NEMO_ACT_DRY_RUN": "1", "NEMO_ACT_ENV_STEP": "train"})
     assert bad.returncode == 2 and "use experts or evaluate" in bad.stderr
+
+
+@pytest.mark.parametrize("role", ["head", "worker"])
+def test_a_node_that_cannot_see_the_log_dir_stops_at_once(fake_slurm, tmp_path, role):
+    """ray.sub:185-188, 457-463, 672-675: the job writes a canary into LOG_DIR; a node whose LOG_DIR is not the
+    shared one stops at once with the reason (the head also ends the job) instead of waiting 30 min for
+    marker files it can never see."""
+    env, log = fake_slurm
+    log_dir = tmp_path / "not-shared"
+    log_dir.mkdir()
+    env = {**env, "LOG_DIR": str(log_dir), "HEAD_IP": "10.0.0.1", "GPUS_PER_NODE": "4"}
+    t = time.time()
+    res = subprocess.run(["bash", "slurm/_ray_node.sh", role], cwd=REPO, env=env, capture_output=True, text=True)
+    assert res.returncode == 1 and time.time() - t < 10
+    assert ".shared_fs_canary is not visible" in res.stderr and "shared" in res.stderr
+    assert "ray start" not in log.read_text()
+    assert (log_dir / "ENDED").exists() == (role == "head")
+    (log_dir / ".shared_fs_canary").write_text("4242\n")  # with it, the worker goes on to wait for the head
+    (log_dir / "ENDED").touch()
+    res = subprocess.run(["bash", "slurm/_ray_node.sh", "worker"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert "canary" not in res.stderr and "the job ended before the Ray head started" in res.stderr

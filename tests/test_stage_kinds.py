@@ -1,5 +1,8 @@
 """The stage-kind table is the one place that says what a kind is: every consumer follows it."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from nemo_act import stage_data
@@ -71,3 +74,47 @@ def test_a_baseline_stage_retrains_when_its_data_settings_change(tmp_path):
     assert stage_fingerprint("ee_wm", "random", data, cfg) != stage_fingerprint("ee_wm", "random", data, other)
     assert stage_fingerprint("il", "random", data, cfg) == stage_fingerprint("il", "random", data, other)
     assert stage_fingerprint("sand", "random", data, cfg) == stage_fingerprint("sand", "random", data, other)
+
+
+def test_a_kill_between_training_and_cleanup_never_retrains_the_stage(tmp_path, monkeypatch):
+    """pipeline.run_stage deleted checkpoints/ before it wrote ``complete: true``: a kill between the two lost
+    both, and the rerun trained the whole stage again. The engine here is a stand-in that leaves what a
+    trained stage leaves (an HF folder and its checkpoints/); the kill is an exception raised the moment the
+    runner removes checkpoints/."""
+    import shutil as shutil_module
+
+    import nemo_act.engines as engines
+    from nemo_act import pipeline
+    from nemo_act.config import load_config
+
+    trained = []
+
+    def engine(kind, init, rows, cfg, out):
+        trained.append(kind)
+        (Path(out) / "checkpoints" / "checkpoint-4").mkdir(parents=True, exist_ok=True)
+        (Path(out) / "config.json").write_text("{}")
+        return Path(out)
+
+    monkeypatch.setattr(engines, "train_stage", engine)
+    data = tmp_path / "rows.jsonl"
+    data.write_text("x\n")
+    rows = [{"prompt": [{"role": "user", "content": "q"}], "completion": [{"role": "assistant", "content": "a"}]}]
+    runner = pipeline.PipelineRunner(load_config(), tmp_path / "run")
+    real_rmtree = shutil_module.rmtree
+
+    def killed(path, *args, **kwargs):
+        if Path(path).name == "checkpoints":
+            marker = json.loads((Path(path).parent / "stage.json").read_text())
+            assert marker["complete"], "checkpoints/ went before the stage was marked complete"
+            raise KeyboardInterrupt  # the job is killed right here
+        return real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline.shutil, "rmtree", killed)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_stage(2, "il", "/ckpt/warm", {}, rows=rows, data=data)
+    monkeypatch.setattr(pipeline.shutil, "rmtree", real_rmtree)
+    out = pipeline.PipelineRunner(load_config(), tmp_path / "run").run_stage(
+        2, "il", "/ckpt/warm", {}, rows=rows, data=data
+    )
+    assert trained == ["il"]  # skipped on the rerun, not retrained
+    assert not (Path(out) / "checkpoints").exists()  # the leftover went then

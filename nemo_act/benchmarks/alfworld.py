@@ -177,6 +177,9 @@ class EpisodeEnv:
         )
         from textworld.envs import PddlEnv
 
+        from nemo_act.benchmarks import textworld_compat
+
+        textworld_compat.apply()  # Python 3.13 (NeMo-RL's image): its grammar eval lost its variables
         self.cfg = cfg
         self.root = data_dir(cfg)
         self.cache_dir = Path(os.path.expanduser(cfg.cache_dir))

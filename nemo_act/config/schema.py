@@ -282,6 +282,11 @@ class NeMoRLSettings(_Strict):
     max_total_sequence_length: int = Field(gt=0, description="Prompt + response tokens of a GRPO sample.")
     micro_batch_size: int = Field(gt=0, description="Sequences per GPU per forward pass.")
     save_period: int = Field(gt=0, description="NeMo-RL checkpoint every N steps (requeued jobs resume there).")
+    save_deadline_margin_s: int = Field(
+        ge=0,
+        description="Seconds before the Slurm job's end by which NeMo-RL writes its last checkpoint "
+        "(checkpointing.checkpoint_must_save_by): the job's USR1 requeue margin plus the time a save takes.",
+    )
     dump_train_data: bool = Field(
         description="Let NeMo-RL's GRPO write train_data_step<N>.jsonl (every sample's tokens) each step."
     )

@@ -23,7 +23,7 @@ from nemo_act.config.schema import (
 from nemo_act.data.io import write_text_atomic
 from nemo_act.engines.local.progress import use_stage_bar
 from nemo_act.generation.hf import resolve_device
-from nemo_act.stage_kinds import stage_config, stage_kind
+from nemo_act.stage_kinds import capped_rows, stage_config, stage_kind
 
 
 def _common_args(sc: Any, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
@@ -91,8 +91,7 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
     from datasets import Dataset
 
     sc = stage_config(kind, cfg)
-    if sc.max_samples is not None:
-        rows = rows[: sc.max_samples]
+    rows = capped_rows(kind, rows, cfg)
     if not rows:
         raise ValueError(f"stage '{kind}': no training rows")
     with_kwargs = [dict(r, chat_template_kwargs=_template_kwargs(cfg)) for r in rows] if _template_kwargs(cfg) else rows

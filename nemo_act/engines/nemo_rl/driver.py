@@ -137,7 +137,8 @@ def run(args: argparse.Namespace) -> Path:
     tokenizer = get_tokenizer(master["policy"]["tokenizer"])
     init_ray()
     algorithm = stage_kind(args.stage).algorithm
-    {"grpo": _grpo, "sft": _sft, "dpo": _dpo}[algorithm](master, tokenizer)
+    margin = recipe.settings(load_config(args.config, args.overrides)).save_deadline_margin_s
+    {"grpo": _grpo, "sft": _sft, "dpo": _dpo}[algorithm](master, tokenizer, margin)
     metrics = stage_metrics(
         _tensorboard_scalars(Path(master["logger"]["log_dir"])), out / recipe.REWARD_LOG, args.stage
     )
@@ -145,7 +146,16 @@ def run(args: argparse.Namespace) -> Path:
     return out
 
 
-def _grpo(master: dict[str, Any], tokenizer) -> None:
+def _renew_deadline(config: Any, margin_s: int) -> None:
+    """Count the job's save deadline from now, when training starts.
+
+    NeMo-RL's TimeoutChecker starts its clock in ``*_train``: the model loading and conversion in ``setup``
+    must not be counted in.
+    """
+    config.checkpointing["checkpoint_must_save_by"] = recipe.must_save_by(margin_s)
+
+
+def _grpo(master: dict[str, Any], tokenizer, margin_s: int) -> None:
     """As NeMo-RL's examples/run_grpo.py: its data setup (our dataset, processor and env by name), then GRPO."""
     from nemo_rl.algorithms.grpo import MasterConfig, grpo_train, setup
     from nemo_rl.data.utils import setup_response_data
@@ -157,13 +167,14 @@ def _grpo(master: dict[str, Any], tokenizer) -> None:
     (policy, generation, _gym, _cluster, loader, val_loader, loss_fn, logger, ckpt, state, config, *_rest) = setup(
         config, tokenizer, dataset, val_dataset
     )
+    _renew_deadline(config, margin_s)
     grpo_train(
         policy, generation, loader, val_loader, tokenizer, loss_fn, task_to_env, val_task_to_env, logger, ckpt, state,
         config,
     )  # fmt: skip
 
 
-def _sft(master: dict[str, Any], tokenizer) -> None:
+def _sft(master: dict[str, Any], tokenizer, margin_s: int) -> None:
     """As NeMo-RL's examples/run_sft.py setup_data: load_response_dataset + our processor, then SFT."""
     from nemo_rl.algorithms.sft import MasterConfig, setup, sft_train
     from nemo_rl.data.datasets import AllTaskProcessedDataset, load_response_dataset
@@ -180,10 +191,11 @@ def _sft(master: dict[str, Any], tokenizer) -> None:
     (policy, _cluster, loader, val_loader, loss_fn, logger, ckpt, state, config) = setup(
         config, tokenizer, dataset, None
     )
+    _renew_deadline(config, margin_s)
     sft_train(policy, loader, val_loader, tokenizer, loss_fn, config, logger, ckpt, state)
 
 
-def _dpo(master: dict[str, Any], tokenizer) -> None:
+def _dpo(master: dict[str, Any], tokenizer, margin_s: int) -> None:
     """As NeMo-RL's examples/run_dpo.py: setup_preference_data (its preference_preprocessor), then DPO."""
     from nemo_rl.algorithms.dpo import MasterConfig, dpo_train, setup
     from nemo_rl.data.utils import setup_preference_data
@@ -193,6 +205,7 @@ def _dpo(master: dict[str, Any], tokenizer) -> None:
     (policy, _cluster, loader, val_loaders, loss_fn, logger, ckpt, state, config) = setup(
         config, tokenizer, dataset, val_datasets
     )
+    _renew_deadline(config, margin_s)
     dpo_train(policy, loader, val_loaders, tokenizer, loss_fn, config, logger, ckpt, state)
 
 

@@ -30,6 +30,8 @@ How our stage settings map (documented here because NeMo-RL and TRL name them di
 from __future__ import annotations
 
 import math
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -116,11 +118,6 @@ def _policy(kind: str, cfg: ExperimentConfig, init: str, steps: int, max_len: in
     fp8 = n.precision == "fp8"
     kwargs = None if cfg.model.enable_thinking is None else {"enable_thinking": cfg.model.enable_thinking}
     divisible = mg.tensor_parallel * (2 * mg.context_parallel if mg.context_parallel > 1 else 1)
-    if fp8:
-        # TE blockwise FP8 needs each rank's sequence length divisible by 128. NeMo-RL pads to that only
-        # when packing (models/megatron/data.py _get_pack_sequence_parameters_for_megatron); DPO cannot
-        # pack (algorithms/dpo.py asserts), so every FP8 stage pads each sequence to 128 x TP x 2CP itself.
-        divisible *= FP8_BLOCK
     megatron: dict[str, Any] = {
         "enabled": True,
         "tensor_model_parallel_size": mg.tensor_parallel,
@@ -184,6 +181,26 @@ def _loop(kind: str, cfg: ExperimentConfig, steps: int, n_rows: int) -> dict[str
     }
 
 
+JOB_END_ENV = "NEMO_ACT_JOB_END"  # the Slurm job's end, Unix seconds (slurm/_act_job.sh exports it)
+
+
+def must_save_by(margin_s: int, now: float | None = None) -> str | None:
+    """NeMo-RL's ``checkpointing.checkpoint_must_save_by`` for a stage starting ``now``; None outside a job.
+
+    NeMo-RL's ``TimeoutChecker`` (``nemo_rl/utils/timer.py``) reads it as ``DD:HH:MM:SS`` after the start
+    of training and saves once the next step would pass it (``grpo.py:2880``, also SFT and DPO). It is the
+    time left in the job (``$NEMO_ACT_JOB_END``) less ``margin_s`` (the requeue margin plus a save), at
+    least 0: a job that starts a stage with less left saves after its first step.
+    """
+    end = os.environ.get(JOB_END_ENV)
+    if not end:
+        return None
+    left = max(0, int(float(end) - (time.time() if now is None else now)) - margin_s)
+    days, rest = divmod(left, 86400)
+    hours, rest = divmod(rest, 3600)
+    return f"{days:02d}:{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+
+
 def _common(kind: str, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
     n = settings(cfg)
     return {
@@ -193,7 +210,7 @@ def _common(kind: str, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
             "save_period": n.save_period,
             "metric_name": None,  # no in-loop validation: keep the newest
             "keep_top_k": 2,
-            "checkpoint_must_save_by": None,
+            "checkpoint_must_save_by": must_save_by(n.save_deadline_margin_s),  # the driver renews it at train
         },
         "logger": {
             "log_dir": str(out / "nemo_rl" / "logs"),
@@ -221,7 +238,10 @@ def _data(kind: str, out: Path) -> dict[str, Any]:
     reward = stage_kind(kind).reward
     if reward is not None:
         train["env_name"] = REWARD_TASK[reward]
-    return {"train": train, "validation": None, "default": None, "shuffle": True, "use_multiple_dataloader": False}
+    # No ``default`` key (master_config drops the base's too): NeMo-RL's ``setup_preference_data`` merges
+    # ``data.default`` whenever the key exists, None included (``nemo_rl/data/utils.py:314-315``: DPO stages
+    # crashed on ``default: None``), and a base's defaults (GRPO's math prompt file) are not ours.
+    return {"train": train, "validation": None, "shuffle": True, "use_multiple_dataloader": False}
 
 
 def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -> dict[str, Any]:
@@ -342,6 +362,13 @@ def master_config(
     merged = OmegaConf.merge(OmegaConf.create(base), overlay)
     for key, value in overlay["data"].items():  # the base's dataset entries are replaced, not merged into ours
         merged.data[key] = value
+    if "default" in merged.data:  # nor filled in from its defaults (see _data): the key goes
+        del merged.data["default"]
+    if settings(cfg).precision == "fp8" and not OmegaConf.select(merged, "policy.sequence_packing.enabled"):
+        # TE blockwise FP8 needs each rank's sequence length divisible by 128. NeMo-RL pads the packed sequence
+        # to 128 x TP(SP) x 2CP itself (models/megatron/data.py:1142-1160), so only a stage that does not pack
+        # (DPO: algorithms/dpo.py:151 asserts it off; a base without packing) pads each sequence that far.
+        merged.policy.make_sequence_length_divisible_by = merged.policy.make_sequence_length_divisible_by * FP8_BLOCK
     for dotted, value in settings(cfg).overrides.items():
         OmegaConf.update(merged, dotted, value, merge=False)
     tree = OmegaConf.to_container(merged, resolve=False)

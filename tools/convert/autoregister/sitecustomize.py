@@ -21,10 +21,36 @@ import importlib.util
 import sys
 from pathlib import Path
 
+_OURS = "nemo_act.engines.nemo_rl.environments"
+
+
+def _importing(name: str) -> bool:
+    """Whether ``name`` is being imported right now (in ``sys.modules``, its body not finished)."""
+    module = sys.modules.get(name)
+    return module is not None and bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
+def _register_after_registry() -> None:
+    """NeMo-RL's env registry just loaded: register ours, unless our module is what imported it.
+
+    Then our module is half-loaded (its ``register`` not defined yet: ``environments.py`` imports
+    ``nemo_rl.environments.utils`` near its top, which a NeMo-RL env actor does first thing) and the hook
+    on our own module registers once its body has run.
+    """
+    if not _importing(_OURS):
+        importlib.import_module(_OURS).register()
+
+
+def _register_ours() -> None:
+    """Our environments module just loaded (NeMo-RL's registry with it): register."""
+    sys.modules[_OURS].register()
+
+
 # module -> what to run right after it has been imported
 _HOOKS = {
     "megatron.bridge": lambda: importlib.import_module("olmo3_bridge"),
-    "nemo_rl.environments.utils": lambda: importlib.import_module("nemo_act.engines.nemo_rl.environments").register(),
+    "nemo_rl.environments.utils": _register_after_registry,
+    _OURS: _register_ours,
 }
 
 
@@ -45,8 +71,8 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             sys.modules[fullname] = module
             try:
                 _HOOKS[fullname]()
-            except ImportError as err:  # our code not importable here: say so, leave the library working
-                print(f"[nemo-act] not registered with {fullname}: {err}", file=sys.stderr)
+            except Exception as err:  # noqa: BLE001 - say so, leave the library (and whoever imported it) working
+                print(f"[nemo-act] not registered with {fullname}: {type(err).__name__}: {err}", file=sys.stderr)
 
         spec.loader.exec_module = exec_then_hook  # type: ignore[method-assign]
         return spec
