@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 RUNENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 THREADS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: setup test test-fast lint demo clean test-megatron
+.PHONY: setup test test-fast lint demo clean test-megatron test-cluster
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,36 @@ $(MSTAMP): tools/convert/requirements.txt tools/convert/requirements-nodeps.txt
 
 test-megatron: $(MSTAMP)
 	OMP_NUM_THREADS=1 $(RUNENV) $(MVENV)/bin/python -m pytest -p no:cacheprovider tests_megatron
+
+# The cluster path as NeMo-RL's image runs it, on CPU (tools/cluster_twin/README.md): Python 3.13, the release's
+# default venv from its own uv.lock (pins in tools/cluster_twin/requirements.txt, installed --no-deps as uv sync
+# installs a lock), slurm/image_setup.sh's simulators, NeMo-RL v0.7.0's source from shared/ (never copied here),
+# our code on PYTHONPATH as the job puts it there. Its tests: NeMo-RL's entry points on our configs, our reward
+# actors and driver (test_cluster_twin.py, test_nemo_rl_engine.py), and the env-bound steps on the image's Python.
+PYTHON313 ?= $(shell PYENV_VERSION=3.13.0 python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null || command -v python3.13)
+NEMO_RL_SOURCE ?= ../shared/nemo-rl/nemo-rl-v0.7.0.tar.gz
+NEMO_RL_SHA256 := 46584087da48d0c29c3ef3ec45942b3ccb76357d7a3b52d2cb1f420396280368
+CVENV  := .venv-cluster
+CSTAMP := $(CVENV)/.installed
+CPY    := $(abspath $(CVENV))/bin/python
+
+$(CSTAMP): tools/cluster_twin/requirements.txt tools/cluster_twin/requirements-test.txt slurm/image-requirements.txt slurm/image_setup.sh
+	echo "$(NEMO_RL_SHA256)  $(NEMO_RL_SOURCE)" | sha256sum --check --quiet
+	rm -rf $(CVENV) && $(PYTHON313) -m venv $(CVENV)
+	$(CPY) -m pip install --quiet --upgrade pip
+	$(CPY) -m pip install --quiet --no-deps -r tools/cluster_twin/requirements.txt
+	PATH="$(abspath $(CVENV))/bin:$$PATH" NEMO_ACT_IMAGE_PYTHONS=$(CPY) NEMO_ACT_IMAGE_APT=0 \
+		NEMO_ACT_IMAGE_REPORT=$(CVENV)/image.txt bash slurm/image_setup.sh
+	mkdir -p $(CVENV)/src && tar -xzf $(NEMO_RL_SOURCE) -C $(CVENV)/src
+	$(CPY) -c 'import site, sys; open(site.getsitepackages()[0] + "/nemo_rl.pth", "w").write(sys.argv[1] + "\n")' \
+		"$(abspath $(CVENV))/src/nemo-rl-v0.7.0"
+	$(CPY) -m pip install --quiet -r tools/cluster_twin/requirements-test.txt
+	touch $@
+
+test-cluster: $(CSTAMP)
+	OMP_NUM_THREADS=1 $(RUNENV) NEMO_RL_DIR=$(abspath $(CVENV))/src/nemo-rl-v0.7.0 NEMO_ACT_CLUSTER_TWIN=1 \
+		$(CPY) -m pytest -p no:cacheprovider tests/test_cluster_twin.py tests/test_nemo_rl_engine.py \
+		tests/test_alfworld.py tests/test_scienceworld.py tests/test_evaluation.py
 
 demo: $(STAMP)
 	OMP_NUM_THREADS=$(THREADS) $(RUNENV) $(BIN)/nemo-act demo --out runs/demo

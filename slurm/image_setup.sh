@@ -15,18 +15,25 @@
 # fails, the image is written without ALFWorld, /opt/nemo-act-image.txt says so, and an ALFWorld job's
 # preflight (nemo-act cluster-check) stops with the way round: ALFWorld's env-bound steps on x86 nodes
 # (slurm/env_steps.sub). ScienceWorld is a pure-Python wheel plus a jar: any architecture.
+#
+# The CPU twin of the image (`make test-cluster`, tools/cluster_twin/README.md) runs this same script on its
+# venv: NEMO_ACT_IMAGE_PYTHONS names the Pythons to set up (default: the image's two), NEMO_ACT_IMAGE_APT=0
+# skips the JRE (the twin's machine has Java already).
 set -euo pipefail
 REPO=${NEMO_ACT_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 ARCH=$(uname -m)
 BASE_PY=${UV_PROJECT_ENVIRONMENT:-/opt/nemo_rl_venv}/bin/python
 VLLM_PY=${NEMO_RL_VENV_DIR:-/opt/ray_venvs}/nemo_rl.models.generation.vllm.vllm_worker.VllmGenerationWorker/bin/python
+read -r -a PYTHONS <<< "${NEMO_ACT_IMAGE_PYTHONS:-$BASE_PY $VLLM_PY}"
 REPORT=${NEMO_ACT_IMAGE_REPORT:-/opt/nemo-act-image.txt}
 
-echo "nemo-act image setup on $ARCH: JRE + simulators into $BASE_PY and $VLLM_PY"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update
-apt-get install -y --no-install-recommends openjdk-17-jre-headless
-rm -rf /var/lib/apt/lists/*
+echo "nemo-act image setup on $ARCH: JRE + simulators into ${PYTHONS[*]}"
+if [[ "${NEMO_ACT_IMAGE_APT:-1}" == 1 ]]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends openjdk-17-jre-headless
+  rm -rf /var/lib/apt/lists/*
+fi
 java -version
 
 pip_install() {  # pip_install PYTHON ARGS... with the venv's own packages pinned as they are
@@ -39,7 +46,7 @@ pip_install() {  # pip_install PYTHON ARGS... with the venv's own packages pinne
 
 mapfile -t PACKAGES < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$REPO/slurm/image-requirements.txt")
 status=()
-for py in "$BASE_PY" "$VLLM_PY"; do
+for py in "${PYTHONS[@]}"; do
   for pkg in "${PACKAGES[@]}"; do
     pkg=${pkg//[[:space:]]/}
     if [[ $pkg == alfworld* && $ARCH == aarch64 ]]; then

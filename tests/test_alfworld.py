@@ -230,4 +230,3 @@ def test_textworlds_grammar_eval_sees_its_variables_on_every_python():
             original(sym, ctx)  # the bug the shim exists for
     else:
         assert [t.symbol for t in original(sym, ctx)] == ["kitchen 1"]
-

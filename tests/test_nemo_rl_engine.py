@@ -83,9 +83,9 @@ def test_every_recipe_and_stage_validates_against_the_pinned_master_config(tmp_p
     from nemo_act.engines.nemo_rl import driver
 
     master_configs = {"grpo": grpo.MasterConfig, "sft": sft.MasterConfig, "dpo": dpo.MasterConfig}
-    recipes = sorted((conf_root() / "recipes").glob("*/act-*.yaml"))
-    assert len(recipes) == 36
-    recipes += sorted(p for p in (conf_root() / "recipes").glob("*/preflight-*.yaml") if p.parent.name != "_layouts")
+    recipes = sorted(p for p in (conf_root() / "recipes").glob("*/*.yaml") if p.parent.name != "_layouts")
+    # 36 ACT recipes, 3 preflight, 9 reflection baselines (ee/sand/agent_r x 3 benchmarks)
+    assert len(recipes) == 48 and sum(p.stem.startswith("act-") for p in recipes) == 36
     for path in recipes:
         cfg = load_config(path)
         for kind in KINDS:

@@ -21,7 +21,8 @@ from pathlib import Path
 
 REQUIREMENTS = Path(__file__).resolve().parents[1] / "slurm" / "image-requirements.txt"
 # what the simulators pull in beyond the release image (pip show on an install of them)
-TRANSITIVE = ["textworld==1.7.0", "fast-downward-textworld", "jericho", "py4j", "tatsu", "mementos", "hashids"]
+# textworld 1.7.0 asks for jericho>=3.3.0 (its Requires-Dist): unpinned, pip picked 3.2.0, the newest with a wheel
+TRANSITIVE = ["textworld==1.7.0", "fast-downward-textworld", "jericho>=3.3.0", "py4j", "tatsu", "mementos", "hashids"]
 PLATFORMS = {
     "x86_64": ["manylinux_2_28_x86_64", "manylinux2014_x86_64", "manylinux_2_17_x86_64", "linux_x86_64"],
     "aarch64": ["manylinux_2_28_aarch64", "manylinux2014_aarch64", "manylinux_2_17_aarch64", "linux_aarch64"],

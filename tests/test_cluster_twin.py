@@ -1,0 +1,240 @@
+"""The cluster path run the way NeMo-RL's image runs it, on a CPU: the twin lane (``make test-cluster``).
+
+``make test-cluster`` builds the twin (tools/cluster_twin/README.md): Python 3.13, NeMo-RL v0.7.0's default
+venv from the release's own ``uv.lock`` (``docker/Dockerfile:183-193``), ``slurm/image_setup.sh`` run on it
+as the image build runs it, NeMo-RL's source from ``shared/`` on a ``.pth`` (the image's editable install at
+``/opt/nemo-rl``), our code on ``PYTHONPATH`` as the job puts it there. The processes below get the job's
+environment: ``launch.stage_env`` (``interpreters.child_env``: the checkout, ``tools/convert`` and its
+``autoregister`` folder) plus the image's own ``ENV`` lines that matter on a CPU (:data:`IMAGE_ENV`), and
+they attach to a Ray head started with Ray's CLI, as ``slurm/_ray_node.sh`` starts the job's.
+
+What runs for real: NeMo-RL's ``examples/run_grpo.py``, ``run_sft.py`` and ``run_dpo.py`` on configs our
+driver prepares, up to NeMo-RL's own GPU-resource error (``virtual_cluster.py:766-789``, retries cut to
+one with its ``NRL_VIRTUAL_CLUSTER_MAX_RETRIES``); our reward env actors created by NeMo-RL's
+``create_env`` in their own Ray worker processes (``environments/utils.py:107-131``: the caller's whole
+environment) and scored through its ``calculate_rewards``; our driver end to end with only the GPU-bound
+``setup`` / ``*_train`` stood in (``tests/stand_ins/nemo_rl_training.py`` says what they do and which
+lines they follow). Without NeMo-RL importable (the ``make test`` venv) this module skips, except for the
+pin check, which needs only the release's source archive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tarfile
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from nemo_act.config import conf_root, load_config
+from nemo_act.stage_kinds import STAGE_KINDS, stage_experiment, stage_kind
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE = Path(os.environ.get("NEMO_ACT_NEMO_RL_SOURCE", REPO.parent / "shared" / "nemo-rl" / "nemo-rl-v0.7.0.tar.gz"))
+# NeMo-RL v0.7.0 docker/Dockerfile: ENV RAY_USAGE_STATS_ENABLED=0 (101), RAY_ENABLE_UV_RUN_RUNTIME_ENV=0 (105),
+# TORCH_CUDA_ARCH_LIST="9.0 10.0" (137; its Megatron policy refuses to start without it, lm_policy.py:121).
+# Not NRL_CONTAINER=1 (40): with it NeMo-RL checks the image's /opt/nemo_rl_container_fingerprint and our
+# interpreter map points at the image's /opt venvs; the twin's one venv stands for all three.
+IMAGE_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "TORCH_CUDA_ARCH_LIST": "9.0 10.0"}
+# One recipe per model family: Qwen3 dense (every stage kind), Qwen3 MoE and Olmo-3 (FP8) (one kind per algorithm)
+FAMILY = {
+    "qwen3": "alfworld/act-qwen3-8b-4n4g-megatron.yaml",
+    "qwen3_moe": "scienceworld/act-qwen3-30b-a3b-8n4g-megatron.yaml",
+    "olmo3": "webshop/act-olmo3-7b-4n4g-megatron-fp8.yaml",
+}
+RUNS = [("qwen3", kind) for kind in STAGE_KINDS] + [
+    (family, kind) for family in ("qwen3_moe", "olmo3") for kind in ("act", "il", "dpo")
+]
+SCRIPT = {"grpo": "run_grpo.py", "sft": "run_sft.py", "dpo": "run_dpo.py"}
+# rows each stage kind is prepared with: the baselines' SFT kinds take IL's rows (the same row shape; their own
+# builders run on real env states in test_early_experience.py, test_sand.py and test_agent_r.py)
+ROWS_FROM = {"ee": "il", "ee_wm": "il", "agent_r": "il", "sand": "il"}
+
+
+def test_the_twins_pins_are_nemo_rls_own_lock():
+    """tools/cluster_twin/requirements.txt holds the release's uv.lock versions (its export, see export_lock.py)."""
+    if not SOURCE.is_file():
+        pytest.skip(f"NeMo-RL's source archive not found at {SOURCE} (set NEMO_ACT_NEMO_RL_SOURCE)")
+    with tarfile.open(SOURCE) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/uv.lock") and m.name.count("/") == 1)
+        lock = tomllib.load(tar.extractfile(member))
+    versions: dict[str, set[str]] = {}
+    for package in lock["package"]:
+        versions.setdefault(package["name"], set()).add(str(package.get("version")).split("+")[0])
+    pins = [
+        line.split(" ;")[0].strip()
+        for line in (REPO / "tools" / "cluster_twin" / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert len(pins) > 200
+    named = dict(pin.split("==") for pin in pins)
+    for name, version in named.items():
+        assert version in versions.get(name, set()), f"{name}=={version} is not in NeMo-RL v0.7.0's uv.lock"
+    for name in ("torch", "ray", "transformers", "omegaconf", "pytest"):  # the image's default venv has them
+        assert name in named
+    assert named["torch"] == "2.11.0" and named["transformers"] == "5.8.1" and "vllm" not in named
+
+
+# ---- everything below runs NeMo-RL: the twin only ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def nemo_rl_dir() -> Path:
+    if os.environ.get("NEMO_ACT_CLUSTER_TWIN") == "1":  # make test-cluster: a twin without NeMo-RL is broken
+        import nemo_rl  # noqa: F401
+    pytest.importorskip("nemo_rl", reason="NeMo-RL is not importable: the twin lane (make test-cluster) has it")
+    from nemo_act.engines.nemo_rl.driver import nemo_rl_root
+
+    return nemo_rl_root()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_head(nemo_rl_dir):
+    """A Ray head started with Ray's CLI, as slurm/_ray_node.sh starts the job's (no GPUs here)."""
+    ray = str(Path(sys.executable).parent / "ray")
+    port = _free_port()
+    env = {**os.environ, **IMAGE_ENV}
+    subprocess.run([ray, "stop", "--force"], env=env, capture_output=True)
+    subprocess.run(
+        [ray, "start", "--head", f"--port={port}", "--num-cpus=8", "--include-dashboard=false",
+         "--disable-usage-stats", "--node-ip-address=127.0.0.1"],
+        env=env, check=True, capture_output=True,
+    )  # fmt: skip
+    yield f"127.0.0.1:{port}"
+    subprocess.run([ray, "stop", "--force"], env=env, capture_output=True)
+
+
+def job_env(out: Path, ray_address: str, **extra: str) -> dict[str, str]:
+    """A stage process's environment in the job: launch.stage_env + the image's ENV + the job's Ray."""
+    from nemo_act.engines.nemo_rl.launch import stage_env
+
+    env = stage_env(base={**os.environ, **IMAGE_ENV}, out=out)
+    return {**env, "RAY_ADDRESS": ray_address, "HF_HUB_OFFLINE": "1", "NRL_VIRTUAL_CLUSTER_MAX_RETRIES": "1", **extra}
+
+
+@pytest.fixture(scope="module")
+def stage_rows(nemo_rl_dir, sw_experts, tmp_path_factory, cfg):
+    """Each stage kind's rows file from real ScienceWorld experts (Python 3.13) and random-policy pairs."""
+    from nemo_act import stage_data
+    from nemo_act.generation import RandomGenerator
+    from nemo_act.pairs import collect_pairs
+
+    folder = tmp_path_factory.mktemp("rows")
+    pairs = folder / "pairs.jsonl"
+    collect_pairs(sw_experts, RandomGenerator(), cfg, pairs, progress=False)
+    files = {}
+    for kind in STAGE_KINDS:
+        source = ROWS_FROM.get(kind, kind)
+        data = pairs if stage_kind(source).data == "pairs" else sw_experts
+        rows = stage_data.rows_for(source, data, stage_experiment(kind, cfg))
+        assert rows, kind
+        files[kind] = folder / f"{kind}.jsonl"
+        files[kind].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return files
+
+
+def _small_batches(kind: str) -> list[str]:
+    """Overrides that let a handful of rows make one optimizer step (the layout stays the recipe's)."""
+    spec = stage_kind(kind)
+    size = 8 if spec.algorithm == "grpo" else 4  # GRPO: one prompt x G=8
+    return [f"train.{spec.train}.batch_size={size}", f"train.{spec.train}.grad_accum=1"]
+
+
+def _prepare(kind: str, recipe: Path, rows: Path, init: Path, out: Path, env: dict, *extra: str) -> dict:
+    cmd = [sys.executable, "-m", "nemo_act.engines.nemo_rl.driver", "--stage", kind, "--config", str(recipe),
+           "--init", str(init), "--rows", str(rows), "--out", str(out), "--prepare-only",
+           *_small_batches(kind), *extra]  # fmt: skip
+    res = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    import yaml
+
+    return yaml.safe_load((out / "nemo_rl" / "config.yaml").read_text())
+
+
+@pytest.mark.parametrize(("family", "kind"), RUNS, ids=[f"{f}-{k}" for f, k in RUNS])
+def test_nemo_rls_own_example_scripts_reach_the_gpu_boundary(
+    family, kind, nemo_rl_dir, ray_head, stage_rows, tiny_model_dir, tmp_path
+):
+    """examples/run_{grpo,sft,dpo}.py on the prepared config, with the job's environment: config, tokenizer,
+    data setup (our dataset class, processor and reward env by name) and Ray all pass, and the run stops at
+    NeMo-RL's own GPU-resource error, nothing earlier (DPO crashed on data.default before)."""
+    recipe = conf_root() / "recipes" / FAMILY[family]
+    out = tmp_path / f"01_{kind}"
+    env = job_env(out, ray_head)
+    master = _prepare(kind, recipe, stage_rows[kind], tiny_model_dir, out, env)
+    assert "default" not in master["data"]
+    n_rows = sum(1 for line in stage_rows[kind].read_text().splitlines() if line.strip())
+    script = nemo_rl_dir / "examples" / SCRIPT[stage_kind(kind).algorithm]
+    res = subprocess.run(
+        [sys.executable, str(script), "--config", str(out / "nemo_rl" / "config.yaml")],
+        cwd=nemo_rl_dir, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    log = res.stdout + res.stderr
+    shape = load_config(recipe).engine.nemo_rl.cluster
+    gpus = shape.num_nodes * shape.gpus_per_node
+    assert res.returncode != 0
+    assert f"Training dataset loaded with {n_rows} samples" in log, log[-4000:]
+    assert f"Not enough GPUs available. Requested {gpus} GPUs, but only 0 are available" in log, log[-4000:]
+    last_error = [line for line in log.splitlines() if re.match(r"^[\w.]+(Error|Exception): ", line)][-1]
+    assert last_error.startswith("nemo_rl.distributed.virtual_cluster.ResourceInsufficientError"), log[-4000:]
+    assert "[nemo-act] not registered" not in log
+
+
+@pytest.mark.parametrize("kind", ["act", "rl", "il", "dpo"])
+def test_our_driver_trains_through_nemo_rls_data_and_reward_actors_with_only_the_gpu_parts_stood_in(
+    kind, nemo_rl_dir, ray_head, stage_rows, tiny_model_dir, tmp_path
+):
+    """Our driver in its own process under the job's environment; NeMo-RL's setup/train stood in (a GPU).
+
+    GRPO kinds: our reward actors, created by NeMo-RL's create_env in Ray worker processes that inherit the
+    driver's environment (autoregister hook included: the actor died at its first reward before), score
+    real batches through calculate_rewards: right answers get the full reward, malformed ones the format
+    penalty, and the per-step log comes back into metrics.jsonl. Every kind: NeMo-RL's deadline save is
+    counted from the job's end, the checkpoint and TensorBoard logs are NeMo-RL's own.
+    """
+    import time
+
+    from nemo_act.engines.nemo_rl.launch import latest_checkpoint
+
+    recipe = conf_root() / "recipes" / FAMILY["qwen3"]
+    out = tmp_path / f"01_{kind}"
+    end = int(time.time()) + 3 * 3600
+    env = job_env(out, ray_head, NEMO_ACT_JOB_END=str(end), STANDIN_STEPS="2")
+    record = tmp_path / "record.json"
+    cmd = [sys.executable, str(REPO / "tests" / "stand_ins" / "nemo_rl_training.py"), str(record),
+           "--stage", kind, "--config", str(recipe), "--init", str(tiny_model_dir), "--rows", str(stage_rows[kind]),
+           "--out", str(out), *_small_batches(kind), "engine.nemo_rl.save_period=1"]  # fmt: skip
+    res = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    assert "[nemo-act] not registered" not in res.stderr
+    seen = json.loads(record.read_text())
+    assert seen["steps"] == 2
+    margin = load_config(recipe).engine.nemo_rl.save_deadline_margin_s
+    d, h, m, s = (int(x) for x in seen["checkpointing"]["checkpoint_must_save_by"].split(":"))
+    assert 0 <= (3 * 3600 - margin) - (d * 86400 + h * 3600 + m * 60 + s) < 300
+    assert latest_checkpoint(out / "checkpoints").name == "step_2"
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2] and metrics[0]["loss"] == 1.0 and metrics[1]["loss"] == 0.5
+    if stage_kind(kind).algorithm != "grpo":
+        return
+    cfg = load_config(recipe)
+    values = cfg.rewards.selection if kind == "act" else cfg.rewards.action
+    for step in seen["rewards"]:
+        right, malformed = step[0::2], step[1::2]
+        assert all(r[0] == values.correct for r in right), step
+        assert all(r[2] == values.malformed and r[0] == 0.0 for r in malformed), step
+    parts = [json.loads(line) for line in (out / "reward_parts.jsonl").read_text().splitlines()]
+    assert [p["call"] for p in parts] == [1, 2]
+    assert all(abs(m["rewards/format/mean"] - values.malformed / 2) < 1e-6 for m in metrics)
