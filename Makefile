@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 RUNENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 THREADS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: setup test test-fast lint demo clean test-megatron test-cluster
+.PHONY: setup test test-fast lint demo clean test-megatron test-megatron-image test-cluster
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,7 @@ test-fast: $(STAMP)
 
 # Converters (tools/convert): a separate Python 3.12 venv with Megatron-Core + Megatron-Bridge.
 PYTHON312 ?= $(shell PYENV_VERSION=3.12.1 python3.12 -c 'import sys; print(sys.executable)' 2>/dev/null || command -v python3.12)
+PYTHON313 ?= $(shell PYENV_VERSION=3.13.0 python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null || command -v python3.13)
 MVENV  := .venv-megatron
 MSTAMP := $(MVENV)/.installed
 
@@ -47,12 +48,28 @@ $(MSTAMP): tools/convert/requirements.txt tools/convert/requirements-nodeps.txt
 test-megatron: $(MSTAMP)
 	OMP_NUM_THREADS=1 $(RUNENV) $(MVENV)/bin/python -m pytest -p no:cacheprovider tests_megatron
 
+# The cluster's export path against the versions of NeMo-RL v0.7.0's image (Python 3.13, megatron-bridge 0.5.0 =
+# the fork's dependency list, megatron-core 0.18.2, transformers 5.8.1: tools/convert/requirements-image.txt says
+# why): what runs after every stage there (Megatron -> HF export and its logit check), not the round trips.
+IVENV  := .venv-megatron-image
+ISTAMP := $(IVENV)/.installed
+
+$(ISTAMP): tools/convert/requirements-image.txt tools/convert/requirements-image-nodeps.txt
+	$(PYTHON313) -m venv $(IVENV)
+	$(IVENV)/bin/python -m pip install --quiet --upgrade pip
+	$(IVENV)/bin/python -m pip install --quiet -r tools/convert/requirements-image.txt
+	$(IVENV)/bin/python -m pip install --quiet --no-deps --ignore-requires-python -r tools/convert/requirements-image-nodeps.txt
+	touch $@
+
+test-megatron-image: $(ISTAMP)
+	OMP_NUM_THREADS=1 $(RUNENV) $(IVENV)/bin/python -m pytest -p no:cacheprovider tests_megatron \
+		-k "cluster_export or nemo_rl_writes or local_twin or gpu_is_visible or verify_fails or autoregister"
+
 # The cluster path as NeMo-RL's image runs it, on CPU (tools/cluster_twin/README.md): Python 3.13, the release's
 # default venv from its own uv.lock (pins in tools/cluster_twin/requirements.txt, installed --no-deps as uv sync
 # installs a lock), slurm/image_setup.sh's simulators, NeMo-RL v0.7.0's source from shared/ (never copied here),
 # our code on PYTHONPATH as the job puts it there. Its tests: NeMo-RL's entry points on our configs, our reward
 # actors and driver (test_cluster_twin.py, test_nemo_rl_engine.py), and the env-bound steps on the image's Python.
-PYTHON313 ?= $(shell PYENV_VERSION=3.13.0 python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null || command -v python3.13)
 NEMO_RL_SOURCE ?= ../shared/nemo-rl/nemo-rl-v0.7.0.tar.gz
 NEMO_RL_SHA256 := 46584087da48d0c29c3ef3ec45942b3ccb76357d7a3b52d2cb1f420396280368
 CVENV  := .venv-cluster

@@ -68,13 +68,48 @@ def register_our_bridges() -> None:
 CPU_MOE = {"moe_grouped_gemm": False, "moe_permute_fusion": False, "moe_token_dispatcher_type": "allgather"}
 
 
-def load_overrides(device: str, dtype: str = "float32") -> dict[str, Any]:
+# A checkpoint's layer spec (its run_config.yaml names it) -> the spec that loads it on CPU. Transformer Engine's
+# layers run on CUDA only, and a NeMo-RL training checkpoint names Megatron-Bridge's TE default
+# (``GPTModelProvider.transformer_layer_spec = default_layer_spec``): loaded as it says, the logit check after an
+# export built TE layers (a venv with TE, the Megatron worker's) or failed to build them (without TE), then ran
+# a forward on CPU tensors. Parameter names are the same either way (distributed checkpoints hold TE's names).
+_GPT = "megatron.bridge.models.gpt_provider"
+CPU_LAYER_SPECS = {
+    f"{_GPT}.default_layer_spec": f"{_GPT}.local_layer_spec",
+    f"{_GPT}.transformer_engine_layer_spec": f"{_GPT}.local_layer_spec",
+    f"{_GPT}.transformer_engine_full_layer_spec": f"{_GPT}.local_layer_spec",
+    "olmo3_bridge.olmo3_layer_spec": "olmo3_bridge.olmo3_local_layer_spec",
+}
+
+
+def checkpoint_layer_spec(ckpt: str | Path) -> str | None:
+    """The layer spec a Megatron-Bridge checkpoint's ``run_config.yaml`` names (``model.transformer_layer_spec``).
+
+    ``ckpt``: an ``iter_*`` folder or the folder holding them (its newest is read). None when it names none.
+    """
+    import yaml
+
+    folder = Path(ckpt)
+    if not (folder / "run_config.yaml").is_file():
+        iters = sorted(folder.glob("iter_*"), key=lambda p: int(p.name.removeprefix("iter_") or 0))
+        folder = iters[-1] if iters else folder
+    config = folder / "run_config.yaml"
+    if not config.is_file():
+        return None
+    spec = (yaml.safe_load(config.read_text()).get("model") or {}).get("transformer_layer_spec")
+    return spec.get("_target_") if isinstance(spec, dict) else None
+
+
+def load_overrides(device: str, dtype: str = "float32", ckpt: str | Path | None = None) -> dict[str, Any]:
     """Config overrides for loading any saved layout into one process (TP=PP=EP=1).
 
-    On CPU also :data:`CPU_MOE` and the parameter type: Megatron-Bridge's loader builds the model in the type
-    the checkpoint's config names (``bf16: true`` for a bf16 training job), which is neither what a float32
-    logit check needs nor, for an fp32 checkpoint, what an export to a bf16 HF folder needs. ``dtype``
-    (``float32`` / ``bfloat16``): the type to hold the weights in (values are cast when loaded).
+    On CPU also :data:`CPU_MOE`, the parameter type and, for a checkpoint ``ckpt`` whose config names a
+    Transformer Engine layer spec, its local twin (:data:`CPU_LAYER_SPECS`). Megatron-Bridge's loader builds
+    the model in the type the checkpoint's config names (``bf16: true`` for a bf16 training job), which is
+    neither what a float32 logit check needs nor, for an fp32 checkpoint, what an export to a bf16 HF folder
+    needs; over gloo it already turns FP8 off (``fp8: None``, ``fp8_param: False`` in
+    ``training/model_load_save.py``), ``fp8_param`` is repeated here. ``dtype`` (``float32`` / ``bfloat16``):
+    the type to hold the weights in (values are cast when loaded).
     """
     one: dict[str, Any] = {
         "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "expert_model_parallel_size": 1,
@@ -82,7 +117,15 @@ def load_overrides(device: str, dtype: str = "float32") -> dict[str, Any]:
     if device != "cpu":
         return one
     bf16 = dtype == "bfloat16"
-    return {**one, **CPU_MOE, "bf16": bf16, "fp16": False, "params_dtype": torch.bfloat16 if bf16 else torch.float32}
+    out = {**one, **CPU_MOE, "bf16": bf16, "fp16": False, "fp8_param": False}
+    out["params_dtype"] = torch.bfloat16 if bf16 else torch.float32
+    local = CPU_LAYER_SPECS.get(checkpoint_layer_spec(ckpt) or "") if ckpt is not None else None
+    if local is not None:
+        import importlib
+
+        module, name = local.rsplit(".", 1)
+        out["transformer_layer_spec"] = getattr(importlib.import_module(module), name)
+    return out
 
 
 def hf_dtype(hf_dir: str | Path) -> str:

@@ -2,7 +2,9 @@
 
 Converting on a login or CPU node hits four things that assume CUDA or Transformer Engine (TE).
 Each fix is here, in one place; :func:`apply` applies them all, and the converters call it only for
-``--device cpu`` (never on the GPU path):
+``--device cpu`` (never on the GPU path), whether or not a GPU is visible (the cluster engine exports on
+CPU on GPU nodes, in the Megatron worker venv where TE is installed; the layer spec then comes from
+``_megatron.load_overrides``):
 
 1. Megatron-Bridge imports ``transformer_engine.pytorch`` at import time in its LoRA layers (and a few
    model bridges). TE cannot be installed without CUDA, and conversion never calls it, so
@@ -102,8 +104,8 @@ def patch_cuda_calls() -> None:
     """Make the CUDA calls of rotary embeddings and checkpoint I/O harmless on CPU (item 2)."""
     import torch
 
-    if torch.cuda.is_available():
-        return
+    # Not only where no GPU is visible: the cluster's export runs on CPU on a GPU node (its Megatron worker
+    # venv, CUDA visible), and there the rotary embedding must not put its tensors on the GPU either.
     torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment]  # used as a device= argument
     torch.cuda.synchronize = lambda *a, **k: None  # type: ignore[assignment]
     torch.cuda.get_rng_state = lambda *a, **k: torch.get_rng_state()  # type: ignore[assignment]
@@ -122,9 +124,6 @@ def patch_cuda_masks() -> None:
     """Megatron's attention masks are built with ``device="cuda"``: build them on CPU (item 2)."""
     import torch
     from megatron.core.fusions import fused_softmax
-
-    if torch.cuda.is_available():
-        return
 
     def causal(sq: int) -> torch.Tensor:
         return torch.triu(torch.ones(sq, sq), diagonal=1).bool()

@@ -32,7 +32,7 @@ def _rank(rank: int, world: int, port: int, ckpt: str, hf_ref: str, out: str, de
 
     bridge = AutoBridge.from_hf_pretrained(hf_ref, dtype="float32" if device == "cpu" else "auto")
     # held in the HF folder's type (what is saved): a bf16 export of a 32B model needs 2 bytes per parameter
-    overrides = _megatron.load_overrides(device, _megatron.hf_dtype(hf_ref))
+    overrides = _megatron.load_overrides(device, _megatron.hf_dtype(hf_ref), ckpt=ckpt)
     model = bridge.load_megatron_model(ckpt, mp_overrides=overrides)
     bridge.save_hf_pretrained(model, out, strict=strict)
     AutoTokenizer.from_pretrained(hf_ref).save_pretrained(out)  # tokenizer + chat template

@@ -145,15 +145,24 @@ class KFullProjectionNorm(_FullProjectionNorm):
 
 def olmo3_layer_spec(config: GPTModelProvider) -> ModuleSpec:
     """The Olmo-2/3 decoder layer: Transformer Engine linears and attention where TE is installed."""
-    from megatron.core.transformer.dot_product_attention import DotProductAttention
-
-    linear_in, linear_out = tensor_parallel.ColumnParallelLinear, RowParallelLinearPostNorm
-    attention = DotProductAttention
     try:
         from megatron.core.extensions.transformer_engine import HAVE_TE
     except ImportError:
         HAVE_TE = False
-    if HAVE_TE:
+    return _olmo3_spec(te=HAVE_TE)
+
+
+def olmo3_local_layer_spec(config: GPTModelProvider) -> ModuleSpec:
+    """The Olmo-2/3 decoder layer with Megatron-Core's local linears and attention (CPU loads, TE or not)."""
+    return _olmo3_spec(te=False)
+
+
+def _olmo3_spec(te: bool) -> ModuleSpec:
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+
+    linear_in, linear_out = tensor_parallel.ColumnParallelLinear, RowParallelLinearPostNorm
+    attention = DotProductAttention
+    if te:
         from megatron.bridge.models.common.te_layers import TERowParallelLinearLayerNorm
         from megatron.core.extensions.transformer_engine import TEColumnParallelLinear, TEDotProductAttention
 

@@ -37,7 +37,7 @@ def _rank(rank: int, world: int, port: int, hf_dir: str, ckpt: str, device: str,
     from megatron.bridge import AutoBridge
 
     bridge = AutoBridge.from_hf_pretrained(hf_dir, dtype="float32")
-    model = bridge.load_megatron_model(ckpt, mp_overrides=_megatron.load_overrides(device))
+    model = bridge.load_megatron_model(ckpt, mp_overrides=_megatron.load_overrides(device, ckpt=ckpt))
     ids = _megatron.fixed_input_ids(bridge.hf_pretrained.config.vocab_size)
     ref = _megatron.hf_logits(hf_dir, ids, device)
     diff = (_megatron.megatron_logits(model, ids) - ref).abs().max().item()
