@@ -87,18 +87,24 @@ settings.register_profile("repeatable", derandomize=True, max_examples=200, dead
 settings.load_profile("repeatable")
 
 
-# `make test-fast` runs what needs no JVM, no benchmark data, no model training and no subprocess-heavy
-# launcher: the tests of pure logic (rewards, records, prompts, configs, layouts, pools). A test lands in
-# the slow lane when it asks for one of these fixtures, is marked slow, or is in a module of whole processes
-# (the Slurm launchers with their stand-ins, the wheel build, the CLI run as a command); it still runs in
-# `make test`.
-_HEAVY_FIXTURES = {"scienceworld", "sw_experts", "benchmarks_dir", "tiny_model_dir", "random_pairs"}
-_PROCESS_MODULES = {"test_slurm.py", "test_wheel.py", "test_cli.py"}
+# Lanes. `make test-fast` runs the tests not marked `heavy`: pure logic (rewards, records, prompts, configs,
+# layouts, pools, pinned first steps of the stage kinds). A test is marked `heavy` on the test itself
+# (`@pytest.mark.heavy`, or `pytestmark` for a module of whole processes: the Slurm launchers with their
+# stand-ins, the wheel build, the CLI run as a command) when it needs the JVM, the shared benchmark data, a
+# trained tiny model or such processes; `make test` runs both. The marker is never inferred: collection
+# fails when an unmarked test asks for one of these fixtures, so the fast lane stays fast by construction.
+HEAVY_FIXTURES = {"scienceworld", "sw_experts", "benchmarks_dir", "tiny_model_dir", "random_pairs"}
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark tests that need the JVM, the shared benchmark data, a trained model or whole processes ``heavy``."""
-    for item in items:
-        heavy = _HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("slow")
-        if heavy or item.path.name in _PROCESS_MODULES:
-            item.add_marker(pytest.mark.heavy)
+    """Fail collection when a test needs a heavy fixture but is not marked ``heavy``."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("heavy") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "tests that use a heavy fixture (" + ", ".join(sorted(HEAVY_FIXTURES)) + ") must be marked "
+            "@pytest.mark.heavy (tests/conftest.py): " + ", ".join(unmarked[:10])
+        )

@@ -79,6 +79,7 @@ def test_revision_rows_train_only_the_revision_and_the_corrected_turns():
     assert stage_data.agent_r_rows([follows], [expert], cfg) == stage_data.il_rows([expert], cfg)
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", ["random", "gold"])
 def test_builder_on_real_scienceworld_episodes(sw_experts, tmp_path, policy):
@@ -102,6 +103,7 @@ def test_builder_on_real_scienceworld_episodes(sw_experts, tmp_path, policy):
         assert r.wrong[0].observation == traj.steps[r.deviation].observation
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_agent_r_rl_pipeline_runs_end_to_end_on_the_local_engine(tiny_model_dir, sw_experts, tmp_path, monkeypatch):
     """`pipeline=agent_r_rl` on the tiny model: experts -> rollouts (the random policy in place of the tiny

@@ -26,6 +26,7 @@ def alf_cfg(benchmarks_dir, tmp_path_factory):
     return load_config(overrides=["benchmark=alfworld", f"benchmark.data_dir={root}", f"benchmark.cache_dir={cache}"])
 
 
+@pytest.mark.heavy
 def test_splits_count_the_protocols_episodes(alf_cfg):
     assert len(list_episodes(alf_cfg, "valid_seen")) == 140  # ID
     assert len(list_episodes(alf_cfg, "valid_unseen")) == 134  # OOD
@@ -33,6 +34,7 @@ def test_splits_count_the_protocols_episodes(alf_cfg):
         list_episodes(alf_cfg, "test")
 
 
+@pytest.mark.heavy
 def test_missing_data_dir_is_a_clear_error(alf_cfg, monkeypatch, tmp_path):
     monkeypatch.delenv("ALFWORLD_DATA", raising=False)
     cfg = load_config(overrides=["benchmark=alfworld", f"benchmark.data_dir={tmp_path}"])
@@ -40,6 +42,7 @@ def test_missing_data_dir_is_a_clear_error(alf_cfg, monkeypatch, tmp_path):
         list_episodes(cfg, "valid_seen")
 
 
+@pytest.mark.heavy
 def test_games_are_rebuilt_into_the_cache_and_the_users_files_are_untouched(alf_cfg):
     from nemo_act.benchmarks import alfworld
 
@@ -56,6 +59,7 @@ def test_games_are_rebuilt_into_the_cache_and_the_users_files_are_untouched(alf_
     assert hashlib.sha256(source.read_bytes()).hexdigest() == before
 
 
+@pytest.mark.heavy
 def test_gold_policy_plays_the_handcoded_expert_live(alf_cfg, tmp_path):
     res = evaluate_policy(
         GoldGenerator(),
@@ -75,6 +79,7 @@ def test_gold_policy_plays_the_handcoded_expert_live(alf_cfg, tmp_path):
     assert "'help'" not in records[0].steps[0]["prompt"]
 
 
+@pytest.mark.heavy
 def test_train_experts_are_won_and_every_action_was_admissible(alf_cfg, tmp_path):
     from nemo_act.experts import collect_experts
 
@@ -129,6 +134,7 @@ class KilledOnce:
         self.env.close()
 
 
+@pytest.mark.heavy
 def test_a_killed_worker_is_restarted_and_its_episodes_replayed(alf_cfg, tmp_path, monkeypatch):
     import functools
 
@@ -157,6 +163,7 @@ def test_a_killed_worker_is_restarted_and_its_episodes_replayed(alf_cfg, tmp_pat
     assert all(r.steps[0]["prompt"].count("You are now at step 1 ") == 1 for r in records)
 
 
+@pytest.mark.heavy
 def test_an_expert_episode_repeats_exactly(alf_cfg):
     from nemo_act.benchmarks import alfworld
 
@@ -169,6 +176,7 @@ def test_an_expert_episode_repeats_exactly(alf_cfg):
         env.close()
 
 
+@pytest.mark.heavy
 def test_reflection_baselines_build_on_real_alfworld_states(alf_cfg, tmp_path):
     """Early Experience, SAND and Agent-R on an ALFWorld game: branching replays of the handcoded expert's
     prefix reach its recorded observations (the expert's own action leads to the recorded next one), SAND's

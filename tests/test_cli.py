@@ -8,6 +8,8 @@ import pytest
 
 from nemo_act.cli import build_parser, main
 
+pytestmark = pytest.mark.heavy  # the whole module: see tests/conftest.py for what heavy means
+
 COMMANDS = ["config", "tiny-model", "experts", "pairs", "show", "train", "eval", "run", "convert", "demo"]
 
 

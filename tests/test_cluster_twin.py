@@ -163,6 +163,7 @@ def _prepare(kind: str, recipe: Path, rows: Path, init: Path, out: Path, env: di
     return yaml.safe_load((out / "nemo_rl" / "config.yaml").read_text())
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("family", "kind"), RUNS, ids=[f"{f}-{k}" for f, k in RUNS])
 def test_nemo_rls_own_example_scripts_reach_the_gpu_boundary(
     family, kind, nemo_rl_dir, ray_head, stage_rows, tiny_model_dir, tmp_path
@@ -192,6 +193,7 @@ def test_nemo_rls_own_example_scripts_reach_the_gpu_boundary(
     assert "[nemo-act] not registered" not in log
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["act", "rl", "il", "dpo"])
 def test_our_driver_trains_through_nemo_rls_data_and_reward_actors_with_only_the_gpu_parts_stood_in(
     kind, nemo_rl_dir, ray_head, stage_rows, tiny_model_dir, tmp_path

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.heavy  # the whole module: see tests/conftest.py for what heavy means
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -85,6 +85,7 @@ def _cfg(tmp_path, *extra):
     )
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_build_on_real_scienceworld_states(sw_experts, tmp_path):
     cfg = _cfg(tmp_path)
@@ -132,6 +133,7 @@ def test_build_on_real_scienceworld_states(sw_experts, tmp_path):
     assert again.reflection_calls == 0
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_kill_9_mid_build_resumes_without_duplicates_or_gaps(sw_experts, tmp_path):
     """A build killed with SIGKILL while it writes reflections resumes where it stopped: every state once,
@@ -174,6 +176,7 @@ def test_kill_9_mid_build_resumes_without_duplicates_or_gaps(sw_experts, tmp_pat
     assert not list(folder.glob("*.partial"))
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_ee_rl_pipeline_runs_end_to_end_on_the_local_engine(tiny_model_dir, sw_experts, tmp_path, monkeypatch):
     """`pipeline=ee_rl`: experts -> Early Experience data (scripted writer in place of the initial policy's
@@ -203,6 +206,7 @@ def test_ee_rl_pipeline_runs_end_to_end_on_the_local_engine(tiny_model_dir, sw_e
     assert set(counts["dropped"]) <= set(KINDS) | {"no_action_tag"}
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_cli_builds_with_the_tiny_model_as_the_writer(tiny_model_dir, sw_experts, tmp_path):
     """`nemo-act reflection ee` with a real (tiny, untrained) model sampling alternatives and writing the

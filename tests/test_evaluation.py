@@ -30,6 +30,7 @@ def gold_eval(sw_experts, sw_fast_tasks, cfg, tmp_path_factory):
     return res, out
 
 
+@pytest.mark.heavy
 def test_gold_policy_scores_100(gold_eval):
     res, out = gold_eval
     assert res["episodes"] == 2 and res["score_mean"] == 100.0 and res["completion_mean"] == 100.0
@@ -41,6 +42,7 @@ def test_gold_policy_scores_100(gold_eval):
     assert json.loads((out / "summary.json").read_text())["policy"] == "gold"
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_random_policy_scores_far_less(cfg, sw_fast_tasks, tmp_path):
     res = evaluate_policy(
@@ -61,6 +63,7 @@ def test_random_policy_scores_far_less(cfg, sw_fast_tasks, tmp_path):
     assert all(len(r.steps) <= cfg.benchmark.max_steps for r in records)
 
 
+@pytest.mark.heavy
 def test_finished_seed_is_not_replayed(gold_eval, cfg, sw_fast_tasks):
     """Resuming: a seed whose episodes are all recorded runs no episode again (no env needed)."""
     res, out = gold_eval
@@ -88,6 +91,7 @@ def test_finished_seed_is_not_replayed(gold_eval, cfg, sw_fast_tasks):
     assert again["score_mean"] == res["score_mean"]
 
 
+@pytest.mark.heavy
 def test_selection_accuracy_of_simple_policies(sw_experts, cfg, tmp_path):
     from nemo_act.pairs import collect_pairs
 
@@ -125,6 +129,7 @@ def test_selection_accuracy_of_simple_policies(sw_experts, cfg, tmp_path):
     assert summary["named_neither"]["value"] == 1.0 and summary["accuracy"]["value"] == 0.0
 
 
+@pytest.mark.heavy
 def test_forced_choice_with_a_real_model(sw_experts, tiny_model_dir, cfg, tmp_path):
     from nemo_act.generation.hf import HFGenerator
     from nemo_act.pairs import collect_pairs

@@ -88,6 +88,7 @@ def test_each_step_names_the_venv_the_release_image_has_for_it(container, monkey
     assert interpreters.python_for("mcore") == sys.executable  # outside the image: the current Python
 
 
+@pytest.mark.heavy
 def test_cluster_steps_run_in_their_venvs_and_a_missing_package_is_named(
     container, sw_experts, tmp_path, monkeypatch, capsys
 ):
@@ -145,6 +146,7 @@ def _hf_cache(home: Path, name: str, model_dir: Path) -> Path:
     return snapshot
 
 
+@pytest.mark.heavy
 def test_cluster_check_names_every_missing_model_package_and_program(
     container, tiny_model_dir, tmp_path, monkeypatch, capsys
 ):
@@ -181,6 +183,7 @@ def test_cluster_check_names_every_missing_model_package_and_program(
     assert "step driver" not in err and "model Qwen/Qwen3-4B" not in err
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_env_bound_steps_run_alone_and_the_preflight_counts_collected_experts(cfg, tmp_path, sw_fast_tasks):
     """``nemo-act run --only experts`` (slurm/env_steps.sub on x86 nodes) collects what the training job's

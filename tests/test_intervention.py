@@ -74,6 +74,7 @@ def test_the_prefills_close_or_fill_the_reasoning_and_nothing_else():
         prefill("injected", None, True)
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_the_three_rendered_prompts_differ_only_in_the_prefill(tiny_model_dir, heldout_pairs):
     """With the real tiny tokenizer's chat template: the same selection prompt, then the condition's prefill."""
@@ -91,6 +92,7 @@ def test_the_three_rendered_prompts_differ_only_in_the_prefill(tiny_model_dir, h
         assert shown == base + fill
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_metrics_follow_a_checkpoint_whose_behaviour_is_known(heldout_pairs, tmp_path):
     cfg = load_config(overrides=["analysis.intervention.pairs=6", "model.enable_thinking=true"])
@@ -122,6 +124,7 @@ def test_metrics_follow_a_checkpoint_whose_behaviour_is_known(heldout_pairs, tmp
     assert made == ["writer", "ckpt-a", "writer"]  # the finished conditions are reused, not generated again
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_cli_with_the_tiny_model_as_checkpoint_and_writer(tiny_model_dir, heldout_pairs, tmp_path):
     cmd = [
@@ -151,6 +154,7 @@ class SilentWriter:
         return [["<action>look around</action>"] * n for _ in requests]
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_pairs_without_a_written_rationale_are_left_out_of_the_injected_condition(heldout_pairs, tmp_path):
     cfg = load_config(overrides=["analysis.intervention.pairs=6"])

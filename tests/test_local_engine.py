@@ -59,6 +59,7 @@ def _rows(kind, cfg, sw_experts, random_pairs):
     return builder(pairs, scfg)
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["act", "act_noreason", "il", "rl", "sft_choice", "dpo"])
 def test_each_stage_trains_a_few_steps_and_writes_a_checkpoint(
@@ -108,6 +109,7 @@ def test_zero_variance_watch_warns_once_only_when_every_group_is_flat():
     assert not caught
 
 
+@pytest.mark.heavy
 def test_act_rows_render_the_selection_prompt(random_pairs, cfg):
     pairs = list(read_jsonl(random_pairs, Pair))
     rows = stage_data.act_rows(pairs, cfg)
@@ -175,6 +177,7 @@ def _pipeline_cfg(tiny_model_dir, sw_experts, tmp_path, stages, *extra):
     )
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_runner_skips_finished_stages_and_retrains_changed_ones(tiny_model_dir, sw_experts, tmp_path):
     from nemo_act.pipeline import PipelineRunner
@@ -190,6 +193,7 @@ def test_runner_skips_finished_stages_and_retrains_changed_ones(tiny_model_dir, 
     assert info["complete"] and info["init"].endswith("01_il")
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_killed_stage_resumes_from_its_last_checkpoint(tiny_model_dir, sw_experts, tmp_path):
     """`nemo-act run` is killed (SIGKILL) after a TRL checkpoint is written, then re-run."""
@@ -230,6 +234,7 @@ def test_killed_stage_resumes_from_its_last_checkpoint(tiny_model_dir, sw_expert
     assert not ckpts.exists()  # cleaned once the stage finished
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_pairs_from_a_warmed_tiny_model(tiny_model_dir, sw_experts, tmp_path):
     """After a short IL warm-up the tiny model writes parsable actions; its pairs keep every invariant."""
@@ -265,6 +270,7 @@ def test_pairs_from_a_warmed_tiny_model(tiny_model_dir, sw_experts, tmp_path):
     assert 0 < c["expert_first"] < c["pairs"] or c["pairs"] < 4
 
 
+@pytest.mark.heavy
 def test_selection_format_rows_carry_no_label(random_pairs, cfg):
     """The demo's format rows name a candidate chosen by a coin flip, independent of the expert."""
     pairs = list(read_jsonl(random_pairs, Pair))
@@ -275,6 +281,7 @@ def test_selection_format_rows_carry_no_label(random_pairs, cfg):
     assert 0.2 < expert / len(pairs) < 0.8
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_cluster_mode_runs_gpu_steps_in_child_processes_with_the_same_results(tiny_model_dir, sw_experts, tmp_path):
     """On the cluster engine the runner runs pairs, selection and eval in their own processes (vLLM must

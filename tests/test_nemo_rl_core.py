@@ -22,6 +22,8 @@ from nemo_act.generation import RandomGenerator
 from nemo_act.pairs import collect_pairs
 from nemo_act.prompts.render import apply_chat_template
 
+pytestmark = pytest.mark.heavy  # the whole module: see tests/conftest.py for what heavy means
+
 
 @pytest.fixture(scope="module")
 def pairs(sw_experts, cfg, tmp_path_factory):

@@ -32,6 +32,7 @@ def _check_pairs(pairs_path, experts_path):
     return pairs
 
 
+@pytest.mark.heavy
 def test_random_policy_pairs(sw_experts, cfg, tmp_path):
     out = tmp_path / "pairs.jsonl"
     summary = collect_pairs(sw_experts, RandomGenerator(), cfg, out, k=4, seed=1, progress=False)
@@ -51,6 +52,7 @@ def test_random_policy_pairs(sw_experts, cfg, tmp_path):
     assert m["inputs"]["experts"]["sha256"] and m["counts"] == c
 
 
+@pytest.mark.heavy
 def test_pairs_do_not_depend_on_the_tokenizer(sw_experts, cfg, tmp_path):
     out = tmp_path / "pairs.jsonl"
     collect_pairs(sw_experts, RandomGenerator(), cfg, out, progress=False)
@@ -60,6 +62,7 @@ def test_pairs_do_not_depend_on_the_tokenizer(sw_experts, cfg, tmp_path):
     assert set(first) >= {"expert_action", "alternative_action", "candidates", "expert_index", "state", "state_id"}
 
 
+@pytest.mark.heavy
 def test_outcome_drops_duplicates_unparsable_and_repeats(sw_experts, cfg):
     traj = next(iter(read_jsonl(sw_experts, Trajectory)))
     expert = traj.steps[0].admissible_alias or traj.steps[0].action
@@ -75,6 +78,7 @@ def test_outcome_drops_duplicates_unparsable_and_repeats(sw_experts, cfg):
     assert normalize_action(o.pairs[0].alternative_action) == normalize_action(other)
 
 
+@pytest.mark.heavy
 def test_state_whose_samples_all_equal_the_expert_is_counted(sw_experts, cfg, tmp_path):
     class EchoExpert:
         name = "echo"
@@ -93,6 +97,7 @@ def test_state_whose_samples_all_equal_the_expert_is_counted(sw_experts, cfg, tm
     assert len(outcomes) == c["states"] and all(o.duplicate == 2 for o in outcomes)
 
 
+@pytest.mark.heavy
 def test_a_policy_without_the_answer_tag_stops_with_counts_and_cause(sw_experts, cfg, tmp_path):
     """The issue's case: a policy that cannot write <action> yet keeps almost no pairs; the run must say so
     with the counts and the likely cause, not go on to train on a handful of rows."""
@@ -130,6 +135,7 @@ def test_empty_experts_file_is_an_error_not_zero_pairs(cfg, tmp_path):
     assert not (tmp_path / "pairs.jsonl").exists()
 
 
+@pytest.mark.heavy
 def test_tiny_model_pairs_are_sampled_through_generate(sw_experts, tiny_model_dir, cfg, tmp_path):
     from nemo_act.generation.hf import HFGenerator
 
@@ -151,6 +157,7 @@ def test_tiny_model_pairs_are_sampled_through_generate(sw_experts, tiny_model_di
     _check_pairs(out, sw_experts)
 
 
+@pytest.mark.heavy
 def test_changed_parameters_do_not_mix_into_an_unfinished_run(sw_experts, cfg, tmp_path):
     out = tmp_path / "pairs.jsonl"
     out.with_name(out.name + ".params.json.partial").write_text(json.dumps({"policy": "other"}))
@@ -158,6 +165,7 @@ def test_changed_parameters_do_not_mix_into_an_unfinished_run(sw_experts, cfg, t
         collect_pairs(sw_experts, RandomGenerator(), cfg, out, progress=False)
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_killed_run_resumes_without_duplicates_or_gaps(sw_experts, tiny_model_dir, tmp_path):
     """`nemo-act pairs` is killed (SIGKILL) mid-way, re-run, and must equal an uninterrupted run."""

@@ -33,6 +33,7 @@ def test_the_two_prompting_baselines_differ_only_in_the_reasoning_instruction():
     assert cot.model_copy(update={"prompt": nocot.prompt, "pipeline": nocot.pipeline}) == nocot
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["cot", "nocot"])
 def test_a_prompting_baseline_evaluates_the_initial_policy_and_trains_nothing(scienceworld, kind, tmp_path):

@@ -62,6 +62,7 @@ def test_selection_prompt_is_the_paper_prompt_word_for_word(cfg):
     assert text == expected
 
 
+@pytest.mark.heavy
 def test_selection_prompt_matches_act_method_md(cfg, benchmarks_dir):
     method = benchmarks_dir.parent / "ACT-METHOD.md"
     if not method.exists():
@@ -151,6 +152,7 @@ def test_trajectory_state_window_and_expert_alias():
     assert s.admissible_actions == ["act4"]
 
 
+@pytest.mark.heavy
 def test_chat_template_and_thinking_switch(tiny_model_dir, cfg):
     from transformers import AutoTokenizer
 
@@ -162,6 +164,7 @@ def test_chat_template_and_thinking_switch(tiny_model_dir, cfg):
     assert default.endswith("<|im_start|>assistant\n")
 
 
+@pytest.mark.heavy
 def test_scienceworld_prompts_fit_the_context(sw_experts, cfg):
     """Every state of real experts renders within the tiny model's context, with a BPE trained on them."""
     from nemo_act.data import read_jsonl

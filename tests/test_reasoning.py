@@ -59,6 +59,7 @@ def math500(benchmarks_dir):
     return path
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("policy", "expected"), [(Reference(), 100.0), (WrongBoxed(), 0.0)], ids=["ref", "wrong"])
 def test_math500_scores_exactly_with_the_stand_in_policies_over_all_500(math500, policy, expected, tmp_path):
     problems = read_math500(math500)
@@ -167,6 +168,7 @@ def test_an_interrupted_run_resumes_with_only_the_missing_problems_and_refuses_o
         evaluate_reasoning(Flaky(right), other, problems, tmp_path, seeds=[0], progress=False)
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_cli_runs_the_tiny_model_on_math500(tiny_model_dir, math500, tmp_path):
     """The wiring with a real (tiny, untrained) model: prompts through the chat template, sampling, grading,

@@ -42,6 +42,7 @@ def two_runs(tiny_model_dir, sw_experts, tmp_path_factory):
     return runs
 
 
+@pytest.mark.heavy
 def test_table_has_a_row_per_pipeline_with_mean_and_std(two_runs, tmp_path):
     runs = [load_run(d) for d in two_runs]
     table, rows = results_table(runs)
@@ -59,6 +60,7 @@ def test_table_has_a_row_per_pipeline_with_mean_and_std(two_runs, tmp_path):
     assert md.splitlines()[0].startswith("| pipeline |") and md.count("\n") == 4
 
 
+@pytest.mark.heavy
 def test_plot_is_written(two_runs, tmp_path):
     runs = [load_run(d) for d in two_runs]
     assert runs[1]["metrics"].keys() == {"01_il", "02_il"}
@@ -66,6 +68,7 @@ def test_plot_is_written(two_runs, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
+@pytest.mark.heavy
 def test_report_cli(two_runs, tmp_path, capsys):
     from nemo_act.cli import main
 

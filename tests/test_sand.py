@@ -90,6 +90,7 @@ class _AlwaysExpert:
         return [[f"<action>{r.exclude[0]}</action>"] * n for r in requests]
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_build_on_real_scienceworld_states(sw_experts, tmp_path):
     cfg = _cfg(tmp_path)
@@ -139,6 +140,7 @@ def test_build_on_real_scienceworld_states(sw_experts, tmp_path):
     assert again.reflection_calls == again.critique_calls == 0
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_a_state_whose_samples_all_equal_the_expert_gets_no_deliberation(sw_experts, tmp_path):
     cfg = _cfg(tmp_path)
@@ -151,6 +153,7 @@ def test_a_state_whose_samples_all_equal_the_expert_gets_no_deliberation(sw_expe
     assert stage_data.sand_rows(records, trajs, cfg) == stage_data.il_rows(trajs, cfg)
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_sand_rl_pipeline_with_two_iterations_on_the_local_engine(tiny_model_dir, sw_experts, tmp_path, monkeypatch):
     """`pipeline=sand_rl`, `sand.iterations=2`, on the tiny model: each SAND round builds its data right
@@ -192,6 +195,7 @@ def test_sand_rl_pipeline_with_two_iterations_on_the_local_engine(tiny_model_dir
         assert set(counts["dropped"]) <= set(KINDS) | {"no_action_tag"}
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_cluster_mode_builds_a_round_in_a_child_process_with_the_same_result(sw_experts, tmp_path):
     """On the cluster engine a round's data step runs in the generation interpreter (`python -m
@@ -211,6 +215,7 @@ def test_cluster_mode_builds_a_round_in_a_child_process_with_the_same_result(sw_
     assert outs[0].read_text() == outs[1].read_text() and outs[0].read_text()
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_cli_builds_with_the_tiny_model_as_the_critic(tiny_model_dir, sw_experts, tmp_path):
     """`nemo-act reflection sand` with the random policy sampling and rolling on and a real (tiny, untrained)
@@ -240,6 +245,7 @@ def test_cli_builds_with_the_tiny_model_as_the_critic(tiny_model_dir, sw_experts
     assert read_manifest(tmp_path / "sand" / "deliberations.jsonl")["params"]["critic"] == str(tiny_model_dir)
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_kill_9_during_roll_on_resumes_without_duplicates_or_gaps(sw_experts, tmp_path):
     """A build killed with SIGKILL while it rolls candidates on resumes where it stopped: the finished

@@ -65,6 +65,7 @@ def test_find_alias(gold, valid, alias):
     assert find_alias(gold, valid, TEMPLATES) == alias
 
 
+@pytest.mark.heavy
 def test_test_split_has_the_protocols_149_episodes(scienceworld, cfg):
     env = make_env(cfg.benchmark)
     try:
@@ -75,6 +76,7 @@ def test_test_split_has_the_protocols_149_episodes(scienceworld, cfg):
     assert sum(1 for t, _ in episodes if t == "identify-life-stages-2") == 4
 
 
+@pytest.mark.heavy
 def test_unknown_split_and_task_are_rejected(scienceworld, cfg):
     env = make_env(cfg.benchmark)
     try:
@@ -86,6 +88,7 @@ def test_unknown_split_and_task_are_rejected(scienceworld, cfg):
         env.close()
 
 
+@pytest.mark.heavy
 def test_gold_experts_replay_to_100(sw_experts, cfg):
     trajs = list(read_jsonl(sw_experts, Trajectory))
     assert len(trajs) == 2 and all(t.success and t.score == 100 for t in trajs)
@@ -100,6 +103,7 @@ def test_gold_experts_replay_to_100(sw_experts, cfg):
         env.close()
 
 
+@pytest.mark.heavy
 def test_a_recorded_state_is_restored_by_replaying_its_prefix(sw_experts, cfg):
     """The benchmark protocol's restore on the real env: replaying a gold prefix reaches the recorded
     observation at every step checked; a record that does not match the env is named where it diverges."""
@@ -119,6 +123,7 @@ def test_a_recorded_state_is_restored_by_replaying_its_prefix(sw_experts, cfg):
         env.close()
 
 
+@pytest.mark.heavy
 def test_experts_manifest_counts_gold_matching(sw_experts):
     counts = read_manifest(sw_experts)["counts"]
     assert counts["episodes"] == counts["won"] == 2 and counts["failed"] == []
@@ -131,6 +136,7 @@ def test_experts_manifest_counts_gold_matching(sw_experts):
     assert counts["steps"] == counts["gold_actions"]  # every gold step is recorded (no-ops tick the clock)
 
 
+@pytest.mark.heavy
 def test_finished_experts_are_reused(sw_experts, cfg):
     from nemo_act.experts import collect_experts
 
@@ -146,6 +152,7 @@ def test_finished_experts_are_reused(sw_experts, cfg):
     assert summary.counts["won"] == 2 and sw_experts.stat().st_mtime_ns == before
 
 
+@pytest.mark.heavy
 def test_episodes_do_not_depend_on_what_the_simulator_ran_before(scienceworld, cfg):
     """In a JVM that had played other episodes, power-component 15 once got a 6-step gold path that
     scored 77 when replayed in a fresh JVM (9 steps there). Each episode now starts in a fresh JVM."""
@@ -203,6 +210,7 @@ def _assert_fits_every_model(longest: int, cfg) -> None:
         assert longest + TEMPLATE_TOKENS + completion <= model.max_context_tokens, model_file.stem
 
 
+@pytest.mark.heavy
 def test_prompts_of_expert_states_fit_the_models_context(sw_experts, cfg):
     trajs = list(read_jsonl(sw_experts, Trajectory))
     longest = _longest_prompt_bytes(trajs, cfg)
@@ -219,6 +227,7 @@ def _replay_in_worker(line: str, cfg) -> tuple[str, float]:
         env.close()
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(
     not os.environ.get("NEMO_ACT_FULL_SCIENCEWORLD"),
     reason="the full 149-episode collection and replay takes 25-50 min; set NEMO_ACT_FULL_SCIENCEWORLD=1 to run it",

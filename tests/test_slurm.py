@@ -38,6 +38,8 @@ import pytest
 
 from nemo_act.config import conf_root, load_config
 
+pytestmark = pytest.mark.heavy  # the whole module: see tests/conftest.py for what heavy means
+
 REPO = Path(__file__).resolve().parents[1]
 SUBS = sorted((REPO / "slurm").glob("act_*.sub"))
 JOBS = {

@@ -1,6 +1,9 @@
 import json
 
+import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
+
+pytestmark = pytest.mark.heavy  # the whole module: see tests/conftest.py for what heavy means
 
 
 def test_tiny_model_is_a_loadable_qwen3(tiny_model_dir, cfg):

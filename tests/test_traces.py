@@ -165,6 +165,7 @@ def test_experts_are_remade_when_the_file_changes(tmp_path):
     assert collect_experts(cfg, "train", out).counts["episodes"] == 2
 
 
+@pytest.mark.heavy
 def test_nemo_act_run_on_traces_end_to_end(tiny_model_dir, tmp_path):
     """`nemo-act run conf/pipeline/act_il.yaml benchmark=traces benchmark.path=FILE` on the local engine:
     experts and held-out experts from the file, pairs, ACT, IL, held-out selection before and after ACT,
@@ -208,6 +209,7 @@ def test_nemo_act_run_on_traces_end_to_end(tiny_model_dir, tmp_path):
     assert log["eval"] == {} and log["final_checkpoint"].endswith("02_il")
 
 
+@pytest.mark.heavy
 def test_report_to_tensorboard_writes_event_files_beside_the_stage(tiny_model_dir, tmp_path):
     """``train.report_to=[tensorboard]`` logs through the trainer's TensorBoard integration into
     ``<stage>/tensorboard`` (kept: ``checkpoints/`` is removed when a stage finishes)."""

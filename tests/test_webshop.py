@@ -67,6 +67,7 @@ def catalog_file(logs, tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.heavy
 def test_the_nine_real_session_logs_become_valid_trajectories(logs, catalog_file, tmp_path):
     trajs = read_demonstrations(logs, catalog_file)
     assert len(trajs) == 9
@@ -85,6 +86,7 @@ def test_the_nine_real_session_logs_become_valid_trajectories(logs, catalog_file
     assert all(t.success == (t.score >= 100) for t in trajs)
 
 
+@pytest.mark.heavy
 def test_a_session_renders_as_webshop_text_pages(logs, catalog_file):
     traj = read_session_log(logs / "20220427_1_6.jsonl", load_catalog(catalog_file))
     assert [s.action for s in traj.steps][:3] == ["search[silver synthetic wig]", "click[b07cz2mqbs]", "click[< prev]"]
@@ -99,6 +101,7 @@ def test_a_session_renders_as_webshop_text_pages(logs, catalog_file):
     )
 
 
+@pytest.mark.heavy
 def test_reloads_are_no_step_and_impossible_transitions_fail(logs):
     idx = {"page": "index", "url": "u", "goal": {}}
     assert infer_action(idx, idx) is None
@@ -107,6 +110,7 @@ def test_reloads_are_no_step_and_impossible_transitions_fail(logs):
         infer_action(idx, done)
 
 
+@pytest.mark.heavy
 def test_bad_logs_name_file_line_and_field(logs, catalog_file, tmp_path):
     lines = (logs / "20220427_1_18.jsonl").read_text().splitlines()
     bad = tmp_path / "bad.jsonl"
@@ -129,12 +133,14 @@ def test_available_actions_follow_the_text_env():
     assert available_actions(info) == ["click[back to search]", "click[next >]", "click[b07b6t26sv]"]
 
 
+@pytest.mark.heavy
 def test_render_page_needs_the_product(catalog_file):
     page = {"page": "item_page", "url": "u", "goal": {"instruction_text": "x"}, "content": {"asin": "NOPE"}}
     with pytest.raises(KeyError):
         render_page(page, load_catalog(catalog_file))
 
 
+@pytest.mark.heavy
 def test_experts_cli_converts_the_logs(benchmarks_dir, logs, catalog_file, tmp_path, capsys):
     from nemo_act.cli import main
 
@@ -177,6 +183,7 @@ def test_evaluation_wiring_on_a_stand_in_text_env(cfg, tmp_path, monkeypatch):
         assert r.final_score in (0.0, 25.0, 100.0) and r.success == (r.max_score == 100.0)
 
 
+@pytest.mark.heavy
 def test_reflection_recipes_stop_at_once_on_human_demonstrations_and_take_experts_from_a_file(
     logs, catalog_file, tmp_path
 ):
