@@ -436,12 +436,16 @@ def test_a_node_that_cannot_see_the_log_dir_stops_at_once(fake_slurm, tmp_path, 
     log_dir.mkdir()
     env = {**env, "LOG_DIR": str(log_dir), "HEAD_IP": "10.0.0.1", "GPUS_PER_NODE": "4"}
     t = time.time()
-    res = subprocess.run(["bash", "slurm/_ray_node.sh", role], cwd=REPO, env=env, capture_output=True, text=True)
+    res = subprocess.run(
+        ["bash", "slurm/_ray_node.sh", role], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
     assert res.returncode == 1 and time.time() - t < 10
     assert ".shared_fs_canary is not visible" in res.stderr and "shared" in res.stderr
     assert "ray start" not in log.read_text()
     assert (log_dir / "ENDED").exists() == (role == "head")
     (log_dir / ".shared_fs_canary").write_text("4242\n")  # with it, the worker goes on to wait for the head
     (log_dir / "ENDED").touch()
-    res = subprocess.run(["bash", "slurm/_ray_node.sh", "worker"], cwd=REPO, env=env, capture_output=True, text=True)
+    res = subprocess.run(
+        ["bash", "slurm/_ray_node.sh", "worker"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
     assert "canary" not in res.stderr and "the job ended before the Ray head started" in res.stderr
