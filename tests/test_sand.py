@@ -205,11 +205,14 @@ def test_cluster_mode_builds_a_round_in_a_child_process_with_the_same_result(sw_
 
     cfg = load_config(overrides=["pipeline.init=random", "sand.candidates=2", "sand.rollout_steps=1",
                                  "pipeline.eval.workers=1"])  # fmt: skip
+    shortest = min(read_jsonl(sw_experts, Trajectory), key=lambda t: len(t.steps))  # the same path, half the env
+    experts = tmp_path / "experts.jsonl"
+    experts.write_text(shortest.model_dump_json() + "\n")
     outs = []
     for isolate in (True, False):
         runner = PipelineRunner(cfg, tmp_path / f"run_{isolate}")
         runner.isolate = isolate
-        outs.append(runner.baseline_data("sand", sw_experts, "random", "01_sand"))
+        outs.append(runner.baseline_data("sand", experts, "random", "01_sand"))
     assert outs[0].relative_to(tmp_path / "run_True") == Path("data/sand/01_sand/deliberations.jsonl")
     assert outs[1].relative_to(tmp_path / "run_False") == Path("data/sand/01_sand/deliberations.jsonl")
     assert outs[0].read_text() == outs[1].read_text() and outs[0].read_text()
