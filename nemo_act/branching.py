@@ -28,7 +28,7 @@ from nemo_act.benchmarks.base import DivergenceError, adapter_of, as_observation
 from nemo_act.config.schema import BenchmarkConfigBase, ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, read_jsonl
 from nemo_act.data.records import Trajectory, _Record
-from nemo_act.evaluation.pool import EnvPool, with_deadline
+from nemo_act.evaluation.pool import make_env_pool, with_deadline
 from nemo_act.evaluation.rollout import Start
 from nemo_act.prompts.state import expert_action, state_id
 
@@ -145,7 +145,7 @@ def branch_states(
     bar = tqdm(total=len(by_id), initial=len(by_id) - len(todo), desc="branching", unit="state", disable=not progress)
     if todo:
         brancher = functools.partial(Brancher, cfg.benchmark, cfg.env.call_timeout_s)
-        with bar, EnvPool(brancher, min(workers, len(todo)), 1) as pool:
+        with bar, make_env_pool(cfg.env.pool, brancher, min(workers, len(todo)), 1) as pool:
             calls = ((sid, "execute", (by_id[sid][0].model_dump_json(), by_id[sid][1], by_id[sid][2])) for sid in todo)
             for sid, status, value in pool.imap(calls, cfg.env.max_restarts):
                 traj, index, _ = by_id[sid]

@@ -26,7 +26,7 @@ from nemo_act.config.schema import BenchmarkConfigBase, ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, write_jsonl, write_text_atomic
 from nemo_act.data.manifest import Summary, reusable, write_manifest
 from nemo_act.data.records import Trajectory
-from nemo_act.evaluation.pool import EnvPool, with_deadline
+from nemo_act.evaluation.pool import make_env_pool, with_deadline
 from nemo_act.evaluation.rollout import list_episodes
 
 
@@ -122,7 +122,7 @@ def collect_experts(
         )
         # the pool itself sets no deadline on `play` (a whole episode): the player times each env call
         player = functools.partial(ExpertPlayer, bench, cfg.env.call_timeout_s)
-        with bar, EnvPool(player, min(workers, max(len(todo), 1)), 1) as pool:
+        with bar, make_env_pool(cfg.env.pool, player, min(workers, max(len(todo), 1)), 1) as pool:
             calls = (((t, v), "play", (t, v, split)) for t, v in todo)
             for (t, v), status, value in pool.imap(calls, cfg.env.max_restarts):
                 if status == "error":

@@ -27,7 +27,7 @@ from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, read_all, write_jsonl, write_text_atomic
 from nemo_act.data.manifest import Summary, file_sha256, reusable, write_manifest
 from nemo_act.data.records import Pair, Trajectory
-from nemo_act.generation.base import GenerationRequest, Generator
+from nemo_act.generation.base import GenerationRequest, Generator, generate_batches
 from nemo_act.prompts.render import as_messages, generation_prompt
 from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
 from nemo_act.rewards import in_actions, normalize_action, parse_action
@@ -274,14 +274,14 @@ def collect_pairs(
         batch_size = cfg.generation.batch_size
         bar = tqdm(total=len(states), initial=len(done), desc="pairs", unit="state", disable=not progress)
         # Batches sit on a fixed grid over the full state list and are seeded by their first state,
-        # so a resumed run samples exactly what an uninterrupted run would.
+        # so a resumed run samples exactly what an uninterrupted run would; with several engines
+        # (generation.engines) the batches run on all of them and come back in grid order.
+        grid = [states[s : s + batch_size] for s in range(0, len(states), batch_size)]
+        todo = [b for b in ([(t, i) for t, i in g if state_id(t, i) not in done] for g in grid) if b]
+        requests = ([sampling_request(t, i, cfg) for t, i in batch] for batch in todo)
         with bar:
-            for start in range(0, len(states), batch_size):
-                batch = [(t, i) for t, i in states[start : start + batch_size] if state_id(t, i) not in done]
-                if not batch:
-                    continue
-                requests = [sampling_request(t, i, cfg) for t, i in batch]
-                samples = generator.generate(requests, k, cfg.pairs.sampling, seed)
+            answers = generate_batches(generator, requests, k, cfg.pairs.sampling, seed)
+            for batch, samples in zip(todo, answers, strict=True):
                 log.append(
                     build_outcome(t, i, s, cfg, generator.name, seed) for (t, i), s in zip(batch, samples, strict=True)
                 )

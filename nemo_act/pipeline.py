@@ -53,6 +53,9 @@ from nemo_act.stage_kinds import (
     stage_kind,
 )
 
+GENERATION_STEPS = ("pairs", "selection", "evaluate")  # data steps that call the policy (with DATA_KINDS')
+ENV_STEPS = ("experts", "evaluate")  # data steps that run envs (with DATA_KINDS')
+
 
 def _hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -469,7 +472,9 @@ class PipelineRunner:
         rows: list[dict[str, str]] = []
 
         def add(step: str, python: str, inputs: str, outputs: str) -> None:
-            rows.append({"step": step, "python": python, "inputs": inputs, "outputs": str(outputs)})
+            row = {"step": step, "python": python, "inputs": inputs, "outputs": str(outputs)}
+            on = self.workers(step)
+            rows.append(row | ({"workers": on} if on else {}))
 
         def source(which: str) -> str:
             src = getattr(cfg.pipeline, which)
@@ -514,6 +519,22 @@ class PipelineRunner:
             add("evaluate", py("evaluate"), f"{what}, {cfg.benchmark.name} {ev.split}", d / "eval" / name)
         return rows
 
+    def workers(self, step: str) -> str:
+        """What a data step runs on: its generation engines (and their rate) and its env workers."""
+        from nemo_act.generation import engine_resources, planned_engines
+
+        gen, ev = self.cfg.generation, self.cfg.pipeline.eval
+        baseline = step in DATA_KINDS and DATA_KINDS[step].builder is not None  # the reflection baselines' data
+        parts = []
+        if step in GENERATION_STEPS or baseline:
+            n, gpus = planned_engines(self.cfg), engine_resources(gen)["GPU"]
+            where = f"{gpus:g} GPU" if gpus else "CPU"
+            rate = f", ~{1000 / (n * gen.engine_rate):.0f} s per 1,000 requests" if gen.engine_rate else ""
+            parts.append(f"{n} {gen.backend} engine{'s' * (n > 1)} x {where}{rate}")
+        if step in ENV_STEPS or baseline:
+            parts.append(f"{ev.workers} env workers x {ev.envs_per_worker} envs")
+        return "; ".join(parts)
+
     def print_plan(self) -> list[dict[str, str]]:
         """:meth:`plan`, one line per step (whole paths, so a job log can be searched)."""
         rows = self.plan()
@@ -522,6 +543,8 @@ class PipelineRunner:
         for n, r in enumerate(rows, start=1):
             print(f"{n:>3}. {r['step']:<{width}}  python: {r['python']}")
             print(f"     {'':<{width}}  in: {r['inputs']}  ->  out: {r['outputs']}")
+            if r.get("workers"):
+                print(f"     {'':<{width}}  on: {r['workers']}")
         return rows
 
     def checklist(self, log_dir: str | Path | None = None) -> list[dict[str, str]]:

@@ -8,7 +8,8 @@
 # 3. brings up Ray across the job's nodes as NeMo-RL's ray.sub does (slurm/_ray_node.sh: ulimit, port
 #    ranges, `ray stop` + session cleanup before every start, head retries, workers retry until the GCS
 #    listens, STARTED_RAY_HEAD / ENDED files in the log dir), and waits until every node's GPUs joined;
-# 4. runs `nemo-act run <recipe>` on the head node: experts -> ACT pairs (vLLM) -> ACT -> IL -> RL
+# 4. runs `nemo-act run <recipe>` inside the Ray head's step (ray.sub's driver): experts -> ACT pairs (vLLM
+#    engines on every GPU) -> ACT -> IL -> RL
 #    (each stage a NeMo-RL job exported to HF) -> held-out selection -> env eval, under one run dir;
 # 5. on a requeue (time limit: USR1 10 min before the end, or `scontrol requeue`) the same command
 #    skips the finished stages and resumes the unfinished one from its last NeMo-RL checkpoint.
@@ -88,54 +89,50 @@ if [[ -z "$JOB_END" && "$DRY_RUN" != 1 ]]; then
 fi
 export NEMO_ACT_JOB_END=$JOB_END
 
-# 2. Ray (slurm/_ray_node.sh follows ray.sub)
+# 2. Ray (slurm/_ray_node.sh follows ray.sub) and 3. the pipeline, as ray.sub runs its driver: inside the head's
+# own step, once every node's GPUs joined (no overlapping step beside the head: what such a step sees of the
+# head's GPUs depends on the Slurm version). Finished stages are skipped, an unfinished one resumes; its data
+# steps attach to this Ray cluster (RAY_ADDRESS) and spread their engines over every GPU (generation.engines).
 HEAD_IP=$(resolve_ipv4 "$HEAD")
 echo "nemo-act: Ray head $HEAD at $HEAD_IP"
-export HEAD_IP
+DRIVER=(python -m nemo_act.cli run "$RECIPE" --run-dir "$RUN_DIR" "${OVERRIDES[@]}")
+export HEAD_IP NUM_ACTORS=$((NUM_NODES * GPUS_PER_NODE)) RAY_WAIT_SECONDS DRIVER_COMMAND_FILE="$LOG_DIR/driver_command.sh"
+if [[ "$DRY_RUN" != 1 ]]; then
+  rm -f "$LOG_DIR/DRIVER_STARTED" "$LOG_DIR/RAY_FAILED"
+  { printf 'cd %q\nexec' "$REPO"; printf ' %q' "${DRIVER[@]}"; echo; } > "$DRIVER_COMMAND_FILE"
+fi
 run_bg "${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}" --output="$LOG_DIR/ray-head.log" \
   bash "$REPO/slurm/_ray_node.sh" head
 HEAD_PID=""
 if (( ${#BG_PIDS[@]} )); then HEAD_PID=${BG_PIDS[-1]}; fi
+WORKERS_PID=""
 if (( NUM_NODES > 1 )); then
   run_bg "${SRUN[@]}" --nodes=$((NUM_NODES - 1)) --ntasks-per-node=1 --exclude="$HEAD" "${CONTAINER_ARGS[@]}" \
     --output="$LOG_DIR/ray-worker-%n.log" bash "$REPO/slurm/_ray_node.sh" worker
+  if (( ${#BG_PIDS[@]} )); then WORKERS_PID=${BG_PIDS[-1]}; fi
 fi
+show "${DRIVER[@]}"
+echo "   # in the head's step ($LOG_DIR/driver_command.sh) once all $NUM_ACTORS GPUs joined; log: pipeline.log"
 
-COUNT=("${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}" bash "$REPO/slurm/_ray_node.sh" count)
-show "${COUNT[@]}"
-echo "   # until all $((NUM_NODES * GPUS_PER_NODE)) GPUs joined"
 if [[ "$DRY_RUN" != 1 ]]; then
-  deadline=$((SECONDS + RAY_WAIT_SECONDS))
-  until [[ -f "$LOG_DIR/STARTED_RAY_HEAD" ]]; do
-    if ! kill -0 "$HEAD_PID" 2>/dev/null || [[ -f "$LOG_DIR/ENDED" ]] || (( SECONDS > deadline )); then
-      echo "error: the Ray head did not start (see $LOG_DIR/ray-head.log)" >&2
-      exit 1
+  announced=0
+  while kill -0 "$HEAD_PID" 2>/dev/null; do  # ray.sub:894-909: a worker srun gone before the head ends the job
+    if [[ -n "$WORKERS_PID" ]] && ! kill -0 "$WORKERS_PID" 2>/dev/null && [[ ! -f "$LOG_DIR/DRIVER_STARTED" ]]; then
+      touch "$LOG_DIR/ENDED"
     fi
-    sleep 2
-  done
-  want=$((NUM_NODES * GPUS_PER_NODE))
-  while true; do
-    units=$("${COUNT[@]}" 2>/dev/null | tail -n 1 || true)
-    echo "nemo-act: GPUs in Ray: ${units:-0}/$want"
-    if [[ "${units:-0}" == "$want" ]]; then break; fi
-    if (( SECONDS > deadline )) || [[ -f "$LOG_DIR/ENDED" ]]; then
-      echo "error: only ${units:-0} of $want GPUs ($NUM_NODES nodes) joined Ray (see $LOG_DIR/ray-*.log)" >&2
-      exit 1
+    if (( ! announced )) && [[ -f "$LOG_DIR/DRIVER_STARTED" ]]; then
+      echo "nemo-act: GPUs in Ray: $NUM_ACTORS/$NUM_ACTORS; the pipeline runs in the head's step (log: $LOG_DIR/pipeline.log)"
+      announced=1
     fi
-    sleep 5
+    sleep 2 || true  # a trap (USR1) interrupts sleep: loop while the head still runs
   done
-fi
-
-# 3. the pipeline, on the head node: finished stages are skipped, an unfinished one resumes.
-# It runs in the background so the USR1 trap (requeue) fires while it runs.
-run_bg "${SRUN[@]}" --nodes=1 --ntasks=1 -w "$HEAD" "${CONTAINER_ARGS[@]}" --output="$LOG_DIR/pipeline.log" \
-  python -m nemo_act.cli run "$RECIPE" --run-dir "$RUN_DIR" "${OVERRIDES[@]}"
-if [[ "$DRY_RUN" != 1 ]]; then
-  pipeline=${BG_PIDS[-1]}
   status=0
-  while kill -0 "$pipeline" 2>/dev/null; do
-    wait "$pipeline" && status=0 || status=$?  # a trap interrupts wait: loop while it still runs
-  done
+  wait "$HEAD_PID" || status=$?
+  if [[ ! -f "$LOG_DIR/DRIVER_STARTED" ]]; then
+    why=$(cat "$LOG_DIR/RAY_FAILED" 2>/dev/null || echo "the Ray head did not start")
+    echo "error: $why ($NUM_NODES nodes; see $LOG_DIR/ray-*.log); the pipeline did not start" >&2
+    exit 1
+  fi
   if (( status != 0 )); then
     echo "error: the pipeline failed (exit $status); see $LOG_DIR/pipeline.log" >&2
     exit "$status"

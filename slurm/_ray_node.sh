@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # One node's part of the job's Ray cluster, run inside the container by _act_job.sh through srun:
-#   bash slurm/_ray_node.sh head | worker | count
+#   bash slurm/_ray_node.sh head | worker
 # It follows NeMo-RL v0.7.0's ray.sub (tag commit 81aa43dd):
 # - `ulimit -Sn 65535` where the hard limit allows (Ray's large-cluster best practice), else a warning;
 # - every `ray start` is preceded by `ray stop` and the removal of /tmp/ray/session_* (a half-started or
@@ -13,11 +13,13 @@
 #   32768-60999), node manager / object manager / runtime-env agent / dashboard agent / metrics on 5300x and
 #   52365 (+1 on the head);
 # - RAY_ENABLE_UV_RUN_RUNTIME_ENV=0 (NeMo-RL builds its worker venvs itself);
-# - each node advertises its GPUs as the custom resource worker_units, and `count` reads their total from
-#   `ray status` the way ray.sub counts "actors online".
+# - each node advertises its GPUs as the custom resource worker_units, and the head reads their total from
+#   `ray status` the way ray.sub counts "actors online";
+# - with DRIVER_COMMAND_FILE set (the job's `nemo-act run`), the head runs it in its own step once all
+#   NUM_ACTORS GPUs joined, and exits with its status (ray.sub's non-interactive driver).
 # No `set -e` (as ray.sub says: the retry loops need failing commands to go on).
 set -uo pipefail
-role=${1:?usage: _ray_node.sh head|worker|count}
+role=${1:?usage: _ray_node.sh head|worker}
 : "${LOG_DIR:?}" "${HEAD_IP:?}" "${GPUS_PER_NODE:?}"
 RAY_PORT=${RAY_PORT:-9900}
 RAY_CLIENT_SERVER_PORT=${RAY_CLIENT_SERVER_PORT:-9901}
@@ -34,17 +36,11 @@ WORKER_RETRIES=${WORKER_RETRIES:-20}
 RETRY_SECONDS=${RETRY_SECONDS:-10}
 export RAY_ENABLE_UV_RUN_RUNTIME_ENV=0 RAY_USAGE_STATS_ENABLED=0
 
-if [[ $role != count && ! -f $LOG_DIR/.shared_fs_canary ]]; then  # ray.sub:457-463 and 672-675
+if [[ ! -f $LOG_DIR/.shared_fs_canary ]]; then  # ray.sub:457-463 and 672-675
   echo "[ERROR] $LOG_DIR/.shared_fs_canary is not visible on $(hostname): LOG_DIR (RUNS_ROOT) must be on a" \
     "filesystem every node of the job shares" >&2
   if [[ $role == head ]]; then touch "$LOG_DIR/ENDED" 2>/dev/null || true; fi
   exit 1
-fi
-
-if [[ $role == count ]]; then  # GPUs (worker_units) of the nodes that have joined, e.g. " 0.0/16.0 worker_units"
-  units=$(ray status 2>/dev/null | grep worker_units | awk -F'[/. ]+' '{print $4}')
-  echo "${units:-0}"
-  exit 0
 fi
 
 hard=$(ulimit -Hn)
@@ -71,6 +67,31 @@ node_ports() {
 }
 resources="{\"worker_units\": $GPUS_PER_NODE}"
 
+joined_units() {  # GPUs (worker_units) of the nodes that have joined, from `ray status` as ray.sub reads it
+  local units
+  units=$(ray status 2>/dev/null | grep worker_units | awk -F'[/. ]+' '{print $4}')
+  echo "${units:-0}"
+}
+
+# ray.sub:598-650: with a driver command, the head waits until all NUM_ACTORS GPUs joined, then runs the
+# driver inside its own step (no overlapping step beside the head's: what such a step sees of the node's
+# GPUs depends on the Slurm version), with RAY_ADDRESS set, its output in $LOG_DIR/pipeline.log.
+run_driver() {
+  local want=${NUM_ACTORS:?} deadline=$((SECONDS + ${RAY_WAIT_SECONDS:-1800})) units
+  while true; do
+    units=$(joined_units)
+    echo "[INFO] GPUs in Ray: $units/$want"
+    [[ $units == "$want" ]] && break
+    if (( SECONDS > deadline )) || [[ -f $LOG_DIR/ENDED ]]; then
+      echo "only $units of $want GPUs joined Ray" | tee "$LOG_DIR/RAY_FAILED" >&2
+      return 1
+    fi
+    sleep "${COUNT_SECONDS:-5}"
+  done
+  touch "$LOG_DIR/DRIVER_STARTED"
+  RAY_ADDRESS="$HEAD_IP:$RAY_PORT" bash "$DRIVER_COMMAND_FILE" > "$LOG_DIR/pipeline.log" 2>&1
+}
+
 if [[ $role == head ]]; then
   for ((attempt = 1; attempt <= HEAD_RETRIES; attempt++)); do
     reset_ray
@@ -80,6 +101,13 @@ if [[ $role == head ]]; then
       --resources="$resources" $(node_ports 1); then
       echo "[INFO] Ray head started (attempt $attempt/$HEAD_RETRIES)"
       touch "$LOG_DIR/STARTED_RAY_HEAD"
+      if [[ -n ${DRIVER_COMMAND_FILE:-} ]]; then  # the job's driver runs here, in the head's own step
+        run_driver
+        status=$?
+        touch "$LOG_DIR/ENDED"
+        reset_ray
+        exit "$status"
+      fi
       while [[ ! -f $LOG_DIR/ENDED ]]; do sleep 5; done  # keep the step (and its raylet) alive
       reset_ray
       exit 0
@@ -110,5 +138,5 @@ if [[ $role == worker ]]; then
   touch "$LOG_DIR/ENDED"
   exit 1
 fi
-echo "usage: _ray_node.sh head|worker|count" >&2
+echo "usage: _ray_node.sh head|worker" >&2
 exit 2

@@ -8,10 +8,11 @@ with its retry loops, the recipes, our CLI's plan) is real:
 * ``srun`` logs its arguments, drops its own and pyxis' options (``--container-image=...``: pyxis'
   documented ``[USER@][REGISTRY#]IMAGE[:TAG]|PATH``) and runs the command here, once per task
   (``--nodes=N`` with ``--ntasks-per-node=1``: N copies, ``SLURM_PROCID`` set, output to ``--output``
-  with ``%n`` filled in), as srun does on the nodes. One command is played instead: the pipeline
-  (``nemo_act.cli run``: logs the job end it was handed, sleeps, exits with a chosen status); the
-  preflight (``nemo_act.cli cluster-check``) exits with a chosen status (it runs for real in
-  tests/test_interpreters.py).
+  with ``%n`` filled in), as srun does on the nodes. The preflight (``nemo_act.cli cluster-check``) is
+  played: it exits with a chosen status (it runs for real in tests/test_interpreters.py).
+* ``python`` is the real interpreter except for the pipeline (``nemo_act.cli run``, which the head's step
+  runs from ``driver_command.sh`` as ray.sub's head runs its driver, ray.sub:598-650): it logs the job end
+  and the Ray address it was handed, sleeps, exits with a chosen status.
 * ``getent`` answers ``getent ahostsv4 ghN`` as a node whose /etc/hosts maps its own name to Debian's
   ``127.0.1.1`` before its real address ``10.0.0.N`` (glibc's ``ahostsv4`` output: ``ADDRESS STREAM NAME``),
   so the job must resolve the head as ray.sub does and skip loopback; ``squeue -h -j ID -o %e`` prints the
@@ -74,9 +75,6 @@ while (( $# )); do
 done
 case "$*" in
   *"nemo_act.cli cluster-check"*) echo "9 of 9 checks passed" > "${out:-/dev/stdout}"; exit "${FAKE_CHECK_RC:-0}" ;;
-  *"nemo_act.cli run"*)
-    echo "pipeline NEMO_ACT_JOB_END=${NEMO_ACT_JOB_END:-}" >> "$FAKE_LOG"
-    sleep "${FAKE_PIPELINE_SECONDS:-0}"; exit "${FAKE_PIPELINE_RC:-0}" ;;
 esac
 if [[ $1 == python && -n ${FAKE_PYTHON:-} ]]; then set -- "$FAKE_PYTHON" "${@:2}"; fi  # the image's python
 pids=()
@@ -89,6 +87,13 @@ done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
 exit "$status"
+"""
+PYTHON = r"""#!/bin/bash
+if [[ "$*" == *"nemo_act.cli run"* ]]; then
+  echo "pipeline NEMO_ACT_JOB_END=${NEMO_ACT_JOB_END:-} RAY_ADDRESS=${RAY_ADDRESS:-} in $PWD" >> "$FAKE_LOG"
+  sleep "${FAKE_PIPELINE_SECONDS:-0}"; exit "${FAKE_PIPELINE_RC:-0}"
+fi
+exec "$FAKE_PYTHON" "$@"
 """
 GETENT = r"""#!/bin/bash
 echo "getent $*" >> "$FAKE_LOG"
@@ -122,7 +127,8 @@ esac
 def fake_slurm(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, text in (("scontrol", SCONTROL), ("srun", SRUN), ("ray", RAY), ("getent", GETENT), ("squeue", SQUEUE)):
+    stand_ins = {"scontrol": SCONTROL, "srun": SRUN, "ray": RAY, "getent": GETENT, "squeue": SQUEUE, "python": PYTHON}
+    for name, text in stand_ins.items():
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     log = tmp_path / "fake.log"
@@ -139,6 +145,7 @@ def fake_slurm(tmp_path):
         "NEMO_ACT_PLAN_PYTHON": sys.executable,
         "FAKE_PYTHON": sys.executable,
         "RETRY_SECONDS": "0.2",
+        "COUNT_SECONDS": "0.5",
     }
     return env, log
 
@@ -219,6 +226,11 @@ def test_dry_run_prints_every_command_then_the_whole_plan_and_runs_none(fake_slu
     assert plan[export].endswith("MegatronPolicyWorker/bin/python") and plan[export + 1].endswith("stages/01_act")
     pairs = plan.index(next(line for line in plan if " pairs " in line))
     assert plan[pairs].endswith("VllmGenerationWorker/bin/python") and plan[pairs + 1].endswith("data/pairs.jsonl")
+    # every data step on the whole allocation: 16 engines (4 nodes x 4 GPUs / vLLM TP 1), env workers as actors
+    engines = "on: 16 vllm engines x 1 GPU, ~12 s per 1,000 requests"  # the 8B layout's engine_rate: 5/s
+    assert plan[pairs + 2].strip() == engines
+    evaluate = plan.index(next(line for line in plan if " evaluate " in line))
+    assert plan[evaluate + 2].strip() == f"{engines}; 16 env workers x 8 envs"
     # srun and ray never ran; the head's address is looked up on the batch host, as ray.sub does
     assert log.read_text() == "scontrol show hostnames gh[1-4]\ngetent ahostsv4 gh1\n"
     assert "nothing was started" in res.stdout
@@ -242,7 +254,7 @@ def test_images_reach_pyxis_in_its_syntax(fake_slurm, tmp_path, given, expected)
     env_file.write_text(f"CONTAINER={given}\n")
     res = _run("act_qwen3_4b.sub", {**env, "NEMO_ACT_DRY_RUN": "1", "NEMO_ACT_ENV_FILE": str(env_file)})
     assert res.returncode == 0, res.stderr
-    assert f"--container-image={expected}" in _find(_commands(res.stdout), "nemo_act.cli", "run")
+    assert f"--container-image={expected}" in _find(_commands(res.stdout), "head")
 
 
 def test_dry_run_picks_benchmark_precision_overrides_and_env_file(fake_slurm, tmp_path):
@@ -264,8 +276,9 @@ def test_dry_run_picks_benchmark_precision_overrides_and_env_file(fake_slurm, tm
     pipeline = _find(cmds, "nemo_act.cli", "run")
     assert "conf/recipes/scienceworld/act-qwen3-4b-2n4g-megatron-fp8.yaml" in pipeline
     assert pipeline[-2:] == ["pairs.k=2", "seed=3"] and _find(cmds, "cluster-check")[-2:] == ["pairs.k=2", "seed=3"]
-    assert "--container-image=/lustre/images/nemo-act-v0.7.0-aarch64.sqsh" in pipeline
-    assert "--container-mounts=/lustre:/lustre" in pipeline
+    head = _find(cmds, "head")  # the pipeline runs in the head's step, in its container
+    assert "--container-image=/lustre/images/nemo-act-v0.7.0-aarch64.sqsh" in head
+    assert "--container-mounts=/lustre:/lustre" in head
     assert "--nodes=1" in _find(cmds, "worker")
 
 
@@ -295,7 +308,7 @@ def test_ray_comes_up_although_workers_fail_until_the_gcs_listens_and_usr1_reque
     env = _job_env(env, tmp_path, FAKE_PIPELINE_SECONDS="5", FAKE_WORKER_FAILS="4")
     job = subprocess.Popen(["bash", "slurm/act_qwen3_8b.sub"], cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)
     deadline = time.time() + 60
-    while "nemo_act.cli run" not in log.read_text() and time.time() < deadline:
+    while "pipeline NEMO_ACT_JOB_END" not in log.read_text() and time.time() < deadline:
         time.sleep(0.1)
     job.send_signal(signal.SIGUSR1)
     out, _ = job.communicate(timeout=60)
@@ -310,11 +323,15 @@ def test_ray_comes_up_although_workers_fail_until_the_gcs_listens_and_usr1_reque
     head = next(s for s in starts if "--head" in s)
     assert "--node-ip-address=10.0.0.1" in head
     # NeMo-RL's deadline save counts from the job's end that squeue reports (recipe.must_save_by)
-    assert f"pipeline NEMO_ACT_JOB_END={int(datetime.fromisoformat('2030-01-01T12:00:00').timestamp())}" in text
-    assert "--min-worker-port=10002" in head and "--max-worker-port=11000" in head and "--port=9900" in head
-    assert text.index("cluster-check") < text.index("ray start") < text.index("nemo_act.cli run")
-    assert "GPUs in Ray: 16/16" in out
+    end = int(datetime.fromisoformat("2030-01-01T12:00:00").timestamp())
     log_dir = Path(env["RUNS_ROOT"]) / "alfworld" / "act-qwen3-8b-4n4g-megatron" / "logs" / "job-4242"
+    # the pipeline runs as the head's driver (ray.sub), attached to the job's Ray cluster, from the checkout
+    assert f"pipeline NEMO_ACT_JOB_END={end} RAY_ADDRESS=10.0.0.1:9900 in {REPO}" in text
+    assert "[INFO] GPUs in Ray: 16/16" in (log_dir / "ray-head.log").read_text()
+    assert "--min-worker-port=10002" in head and "--max-worker-port=11000" in head and "--port=9900" in head
+    assert text.index("cluster-check") < text.index("ray start") < text.index("pipeline NEMO_ACT_JOB_END")
+    assert text.index("worker_units") < text.index("pipeline NEMO_ACT_JOB_END")  # counted before it ran
+    assert "GPUs in Ray: 16/16" in out
     assert (log_dir / "ENDED").exists() and (log_dir / "ray-head.log").exists()
 
 
@@ -333,13 +350,15 @@ def test_the_job_stops_with_a_reason_when_preflight_ray_or_the_pipeline_fails(fa
     assert failed.returncode == 3 and "the pipeline failed (exit 3)" in failed.stderr
     (tmp_path / "ray_state" / "joined").unlink()
     (tmp_path / "ray_state" / "fails").unlink(missing_ok=True)
+    runs = log.read_text().count("pipeline NEMO_ACT_JOB_END")
     missing = _run(
         "act_qwen3_8b.sub",
         {**env, "FAKE_WORKER_FAILS": "1000", "WORKER_RETRIES": "2", "RAY_WAIT_SECONDS": "10"},
         timeout=120,
     )
-    assert missing.returncode == 1 and "of 16 GPUs (4 nodes) joined Ray" in missing.stderr, missing.stderr
-    assert "nemo_act.cli run" not in missing.stdout.split("GPUs in Ray")[-1]  # the pipeline did not start
+    assert missing.returncode == 1 and "of 16 GPUs joined Ray (4 nodes" in missing.stderr, missing.stderr
+    assert "the pipeline did not start" in missing.stderr
+    assert log.read_text().count("pipeline NEMO_ACT_JOB_END") == runs  # and it did not
 
 
 def test_preflight_job_runs_the_small_recipe_and_always_ends_with_its_checklist(fake_slurm, tmp_path):

@@ -83,6 +83,25 @@ class GenerationConfig(_Strict):
     batch_size: int = Field(gt=0, description="Prompts per generate call.")
     device: str = Field(description="'auto', 'cpu', 'cuda', 'cuda:1', ...")
     vllm: VLLMSettings | None = Field(description="vLLM engine settings (backend vllm only).")
+    engines: int | Literal["auto"] = Field(
+        description="Engines a data step spreads its batches over, as Ray actors (nemo_act/generation/ray_pool.py); "
+        "1: one generator in the step's own process; auto: one per vllm.tensor_parallel GPUs of the Ray cluster."
+    )
+    engine_cpus: float = Field(ge=0, description="CPUs a Ray engine actor reserves.")
+    in_flight: int = Field(gt=0, description="Batches queued per engine (hides the round trip to the actor).")
+    ray_address: str | None = Field(
+        description="Ray cluster of the engines; null: RAY_ADDRESS, else a local Ray cluster of the step's own."
+    )
+    engine_rate: float | None = Field(
+        gt=0, description="Requests per second one engine answers (measured or estimated): plan's wall-time estimate."
+    )
+
+    @field_validator("engines")
+    @classmethod
+    def _positive_engines(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError("generation.engines must be at least 1 (or auto)")
+        return v
 
 
 class RewardValues(_Strict):
@@ -237,6 +256,10 @@ class EnvRuntimeConfig(_Strict):
 
     call_timeout_s: float = Field(
         gt=0, description="Deadline of one env call (reset, step, a JVM round trip); past it the worker is replaced."
+    )
+    pool: Literal["auto", "process", "ray"] = Field(
+        description="Env workers: processes on this node, or Ray actors spread over the cluster's nodes; auto: ray "
+        "when the step is attached to a Ray cluster (RAY_ADDRESS, as in the Slurm job), else process."
     )
     max_restarts: int = Field(
         ge=0, description="Times an episode is replayed on a new worker before it is recorded as failed."

@@ -84,20 +84,29 @@ def _worker(conn, factory: Callable[[], Any], n_envs: int, call_timeout: float |
             msg = conn.recv()
             if msg is None:
                 break
-            results = []
-            for local, method, args in msg:
-                try:
-                    results.append(("ok", getattr(envs[local], method)(*args)))
-                except Exception as err:  # reported to the parent, which names the episode
-                    results.append(("error", f"{type(err).__name__}: {err}"))
-            conn.send(results)
+            conn.send(_run_commands(envs, msg))
     finally:
         for env in envs:
             env.close()
 
 
+def _run_commands(envs: list[Any], msg: list[Command]) -> list[tuple[str, Any]]:
+    """Run a batch of commands on a worker's envs; an env's exception is reported, not raised."""
+    results = []
+    for local, method, args in msg:
+        try:
+            results.append(("ok", getattr(envs[local], method)(*args)))
+        except Exception as err:  # reported to the parent, which names the episode
+            results.append(("error", f"{type(err).__name__}: {err}"))
+    return results
+
+
 class EnvPool:
     """Slots ``0 .. workers * envs_per_worker - 1``, each one env in a worker process.
+
+    The pool's logic (batches per worker, deadlines, restarts, replays) is written against five transport
+    methods (``_start``, ``_stop``, ``_send``, ``_poll``, ``_take``): here processes and pipes on this node,
+    in :class:`RayEnvPool` Ray actors spread over a cluster's nodes.
 
     Args:
         factory: Picklable callable that builds one env (``reset(...)``, ``step(action)``, ``close()``).
@@ -109,17 +118,22 @@ class EnvPool:
     def __init__(
         self, factory: Callable[[], Any], workers: int, envs_per_worker: int, call_timeout: float | None = None
     ) -> None:
-        self._ctx = mp.get_context("spawn")
         self._factory = factory
+        self.workers = workers
         self.envs_per_worker = envs_per_worker
         self.size = workers * envs_per_worker
         self.call_timeout = call_timeout
         self.restarts = 0
         self._lost: dict[int, str] = {}
-        self._conns: list[Any] = [None] * workers
-        self._procs: list[Any] = [None] * workers
+        self._setup()
         for w in range(workers):
             self._start(w)
+
+    # ---- transport: worker processes on this node -------------------------------------------------
+    def _setup(self) -> None:
+        self._ctx = mp.get_context("spawn")
+        self._conns: list[Any] = [None] * self.workers
+        self._procs: list[Any] = [None] * self.workers
 
     def _start(self, w: int) -> None:
         parent, child = self._ctx.Pipe()
@@ -129,18 +143,53 @@ class EnvPool:
         child.close()  # so a dead worker shows as EOF here
         self._conns[w], self._procs[w] = parent, proc
 
-    def _restart(self, w: int, reason: str | None = None) -> str:
-        """Replace worker ``w``; its slots are lost with the reason (returned)."""
+    def _stop(self, w: int) -> str:
+        """End worker ``w`` (whatever state it is in) and say why it died, if it had."""
         proc = self._procs[w]
         proc.kill()
         proc.join(timeout=30)
-        if reason is None:
-            code = proc.exitcode
-            if code == -signal.SIGALRM:
-                reason = "an env call ran past its deadline (env.call_timeout_s)"
-            else:
-                reason = f"env worker died (exit code {code})"
         self._conns[w].close()
+        code = proc.exitcode
+        if code == -signal.SIGALRM:
+            return "an env call ran past its deadline (env.call_timeout_s)"
+        return f"env worker died (exit code {code})"
+
+    def _send(self, w: int, msg: list[Command]) -> bool:
+        """Hand worker ``w`` a batch of commands; False when it is gone."""
+        try:
+            self._conns[w].send(msg)
+            return True
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            return False
+
+    def _poll(self, ws: list[int], timeout: float | None) -> set[int]:
+        """The workers of ``ws`` with an answer (or gone), waiting up to ``timeout`` for the first."""
+        ready = wait([self._conns[w] for w in ws], timeout=timeout)
+        return {w for w in ws if self._conns[w] in ready}
+
+    def _take(self, w: int) -> Any:
+        """Worker ``w``'s answer; EOFError when it died."""
+        try:
+            return self._conns[w].recv()
+        except (EOFError, ConnectionResetError, OSError):
+            raise EOFError("lost") from None
+
+    def _shutdown(self) -> None:
+        for conn in self._conns:
+            try:
+                conn.send(None)
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                pass
+        for proc in self._procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+
+    # ---- the pool ---------------------------------------------------------------------------------
+    def _restart(self, w: int, reason: str | None = None) -> str:
+        """Replace worker ``w``; its slots are lost with the reason (returned)."""
+        died = self._stop(w)
+        reason = reason or died
         self._start(w)
         self.restarts += 1
         for slot in range(w * self.envs_per_worker, (w + 1) * self.envs_per_worker):
@@ -153,16 +202,14 @@ class EnvPool:
 
     def _recv(self, w: int, timeout: float | None) -> Any:
         """A worker's answer; raises EOFError when it died or did not answer in time (then it is restarted)."""
-        conn = self._conns[w]
+        if timeout is not None and not self._poll([w], timeout):
+            self._restart(w, f"no answer within {timeout:g} s (env.call_timeout_s={self.call_timeout:g})")
+            raise EOFError("timeout")
         try:
-            if timeout is not None and not conn.poll(timeout):
-                self._restart(w, f"no answer within {timeout:g} s (env.call_timeout_s={self.call_timeout:g})")
-                raise EOFError("timeout")
-            return conn.recv()
-        except (EOFError, ConnectionResetError, OSError):
-            if self._conns[w] is conn:  # not yet restarted above
-                self._restart(w)
-            raise EOFError("lost") from None
+            return self._take(w)
+        except EOFError:
+            self._restart(w)
+            raise
 
     def run(self, calls: dict[int, tuple[str, tuple]]) -> dict[int, Any]:
         """Run ``{slot: (method, args)}`` on the envs, workers in parallel; return ``{slot: result}``.
@@ -177,12 +224,7 @@ class EnvPool:
         for slot, (method, args) in calls.items():
             w, local = divmod(slot, self.envs_per_worker)
             per_worker.setdefault(w, []).append((slot, (local, method, args)))
-        dead = set()
-        for w, items in per_worker.items():
-            try:
-                self._conns[w].send([cmd for _, cmd in items])
-            except (BrokenPipeError, ConnectionResetError, OSError):
-                dead.add(w)
+        dead = {w for w, items in per_worker.items() if not self._send(w, [cmd for _, cmd in items])}
         sent = time.monotonic()
         out: dict[int, Any] = {}
         for w, items in per_worker.items():
@@ -212,28 +254,25 @@ class EnvPool:
         pending = collections.deque(calls)
         busy: dict[int, tuple[Hashable, str, tuple, float | None]] = {}
         losses: dict[Hashable, int] = collections.Counter()
-        idle = list(range(len(self._procs)))
+        idle = list(range(self.workers))
         while pending or busy:
             while idle and pending:
                 w, (key, method, args) = idle.pop(), pending.popleft()
                 budget = self._budget(1)
                 busy[w] = (key, method, args, None if budget is None else time.monotonic() + budget)
-                try:
-                    self._conns[w].send([(0, method, args)])
-                except (BrokenPipeError, ConnectionResetError, OSError):
-                    pass  # shows as EOF below
+                self._send(w, [(0, method, args)])  # a dead worker shows as lost below
             deadlines = [d for *_, d in busy.values() if d is not None]
             timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
-            ready = set(wait([self._conns[w] for w in busy], timeout=timeout))
+            ready = self._poll(list(busy), timeout)
             for w in list(busy):
                 key, method, args, deadline = busy[w]
                 late = deadline is not None and time.monotonic() >= deadline
-                if self._conns[w] not in ready and not late:
+                if w not in ready and not late:
                     continue
                 del busy[w]
                 idle.append(w)
                 try:
-                    ((status, value),) = self._recv(w, 0.0 if late else None)
+                    ((status, value),) = self._recv(w, 0.0 if late and w not in ready else None)
                 except EOFError:
                     reason = self._lost.pop(w * self.envs_per_worker, "env worker lost")
                     self.pop_lost_slots()
@@ -252,18 +291,31 @@ class EnvPool:
 
     def close(self) -> None:
         """Stop the workers (and their envs)."""
-        for conn in self._conns:
-            try:
-                conn.send(None)
-            except (BrokenPipeError, ConnectionResetError, OSError):
-                pass
-        for proc in self._procs:
-            proc.join(timeout=30)
-            if proc.is_alive():
-                proc.kill()
+        self._shutdown()
 
     def __enter__(self) -> EnvPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def make_env_pool(
+    kind: str, factory: Callable[[], Any], workers: int, envs_per_worker: int, call_timeout: float | None = None
+) -> EnvPool:
+    """The env pool ``env.pool`` asks for (``auto``: Ray actors when ``RAY_ADDRESS`` is set, else processes).
+
+    Args:
+        kind: ``env.pool``.
+        factory: Builds one env in a worker.
+        workers: Workers.
+        envs_per_worker: Envs per worker.
+        call_timeout: Deadline of one env call in seconds; None: none.
+    """
+    import os
+
+    if kind == "ray" or (kind == "auto" and os.environ.get("RAY_ADDRESS")):
+        from nemo_act.evaluation.ray_env_pool import RayEnvPool
+
+        return RayEnvPool(factory, workers, envs_per_worker, call_timeout)
+    return EnvPool(factory, workers, envs_per_worker, call_timeout)

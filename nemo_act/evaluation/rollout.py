@@ -34,7 +34,7 @@ from nemo_act.benchmarks.base import Observation, adapter_of, as_observation
 from nemo_act.config.schema import ExperimentConfig, SamplingConfig
 from nemo_act.data.io import ResumableJsonl, read_jsonl, write_text_atomic
 from nemo_act.data.records import Trajectory
-from nemo_act.evaluation.pool import EnvPool
+from nemo_act.evaluation.pool import EnvPool, make_env_pool
 from nemo_act.evaluation.stats import mean_std, proportion
 from nemo_act.generation.base import GenerationRequest, Generator
 from nemo_act.prompts.render import as_messages, generation_prompt
@@ -185,7 +185,7 @@ def play_starts(
         queue = [s for s in starts if s.key not in done_ids]
         bar = tqdm(total=len(starts), initial=len(starts) - len(queue), desc=desc, disable=not progress)
         if queue:
-            with bar, EnvPool(factory, workers, envs_per_worker, cfg.env.call_timeout_s) as pool:
+            with bar, make_env_pool(cfg.env.pool, factory, workers, envs_per_worker, cfg.env.call_timeout_s) as pool:
                 _play(pool, generator, cfg, queue, seed, sampling, gold, log, bar)
         else:
             bar.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -51,3 +51,14 @@ class Generator(Protocol):
             seed: Base seed; the same (seed, requests) give the same samples.
         """
         ...
+
+
+def generate_batches(
+    generator: Generator, batches: Iterable[Sequence[GenerationRequest]], n: int, sampling: SamplingConfig, seed: int
+) -> Iterator[list[list[str]]]:
+    """Answers of each batch in order: spread over the engines of a pool, one call at a time otherwise."""
+    if hasattr(generator, "generate_batches"):
+        yield from generator.generate_batches(batches, n, sampling, seed)  # type: ignore[attr-defined]
+        return
+    for batch in batches:
+        yield generator.generate(batch, n, sampling, seed)

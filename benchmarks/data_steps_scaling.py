@@ -1,0 +1,198 @@
+r"""Data steps on 1, 2, 4 and 8 engines of a local Ray cluster: items/s, ratio to one engine, overhead per item.
+
+    .venv/bin/python benchmarks/data_steps_scaling.py [--engines 1,2,4,8] [--latency 4] [--model]
+        [--pairs-batch 10] [--eval-batch 1] [--steps 3] [--out runs/bench/data_steps_scaling]
+
+Two data steps, each on the code path the cluster uses (nemo_act/generation/ray_pool.py: engines as Ray
+actors in a placement group, batches on the fixed grid, answers merged in order):
+
+* **pairs**: ``collect_pairs`` over the 149 states of the shipped traces example (no env), K=2, batches
+  of ``--pairs-batch`` states;
+* **evaluation**: ``evaluate_policy`` on ScienceWorld, 8 episodes (4 tasks x 2 variations) of at most
+  ``--steps`` steps, real JVM envs in the env pool (2 workers x 4 envs), one batched call per env step
+  across all live episodes, cut into batches of ``--eval-batch``.
+
+First with a **fixed-latency generator**: each call (one batch, as one ``LLM.generate`` call of a vLLM
+engine) waits ``--latency`` seconds without using the CPU and answers a seeded admissible action, standing
+for a GPU engine; this isolates our scheduling, merge and env-pool overhead (overhead per call = measured
+time minus the ideal ``calls x latency / engines``, rounded up to whole rounds). 4 s is the order of one
+vLLM call that writes a few hundred reasoning tokens for a batch on an 8B model; the evaluation's env
+steps (~0.13 s per ScienceWorld step, run between calls) are what keeps its ratio under the ideal.
+Then, with ``--model``, the **real tiny model** (HF on CPU: on 2 cores this is CPU-bound and
+says what CPU contention gives, not what GPUs give). Engine start-up (actor processes, the model load) is
+timed apart from the step. Figures go to ``<out>/scaling.json`` and a table; docs/performance.md keeps them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from nemo_act.config import load_config
+from nemo_act.config.schema import SamplingConfig
+from nemo_act.evaluation.rollout import evaluate_policy
+from nemo_act.generation import BackendFactory, engine_resources
+from nemo_act.generation.base import GenerationRequest
+from nemo_act.generation.ray_pool import EnginePool
+from nemo_act.generation.simple import wrap_action
+from nemo_act.pairs import collect_pairs
+from nemo_act.seeding import key_rng
+
+REPO = Path(__file__).resolve().parents[1]
+TRACES = REPO / "nemo_act" / "benchmarks" / "examples" / "travel_desk.jsonl"
+SW_TASKS = ["lifespan-longest-lived", "find-non-living-thing", "find-animal", "find-plant"]
+
+
+class LatencyGenerator:
+    """A stand-in GPU engine: ``latency`` seconds per call (sleeping), a seeded admissible answer per request."""
+
+    def __init__(self, latency: float) -> None:
+        self.latency, self.name = latency, f"latency-{latency:g}s"
+
+    def generate(self, requests: Sequence[GenerationRequest], n: int, sampling: SamplingConfig, seed: int):
+        """Sleep ``latency``, then answer ``n`` admissible actions per request."""
+        time.sleep(self.latency)
+        out = []
+        for r in requests:
+            rng = key_rng(seed, r.key)
+            pool = sorted(r.admissible_actions) or ["look around"]
+            out.append([wrap_action(rng.choice(pool)) for _ in range(n)])
+        return out
+
+
+class LatencyFactory:
+    """Picklable factory of :class:`LatencyGenerator` (built inside each engine actor)."""
+
+    def __init__(self, latency: float) -> None:
+        self.latency, self.name = latency, f"latency-{latency:g}s"
+
+    def __call__(self) -> LatencyGenerator:
+        """One engine's generator."""
+        return LatencyGenerator(self.latency)
+
+
+class CountingPool:
+    """An :class:`EnginePool` that counts requests and calls, and the time an ideal scheduler would take."""
+
+    def __init__(self, pool: EnginePool, latency: float | None) -> None:
+        self.pool, self.name, self.latency = pool, pool.name, latency
+        self.requests = self.calls = 0
+        self.ideal = 0.0  # seconds: each call's batches spread evenly over the engines, nothing else
+
+    def _count(self, requests: int, calls: int) -> None:
+        self.requests, self.calls = self.requests + requests, self.calls + calls
+        if self.latency is not None:
+            self.ideal += math.ceil(calls / self.pool.engines) * self.latency
+
+    def generate(self, requests, n, sampling, seed):
+        """Pass through, counting."""
+        self._count(len(requests), math.ceil(len(requests) / self.pool.batch_size))
+        return self.pool.generate(requests, n, sampling, seed)
+
+    def generate_batches(self, batches, n, sampling, seed):
+        """Pass through, counting."""
+        batches = list(batches)
+        self._count(sum(len(b) for b in batches), len(batches))
+        yield from self.pool.generate_batches(batches, n, sampling, seed)
+
+
+def run_step(step: str, factory, engines: int, cfg, work: Path, latency: float | None, experts: Path) -> dict:
+    """Start ``engines`` engines, run one data step on them, and time both."""
+    t0 = time.perf_counter()
+    pool = EnginePool(factory, engines, cfg.generation.batch_size, engine_resources(cfg.generation),
+                      cfg.generation.in_flight)  # fmt: skip
+    startup = time.perf_counter() - t0
+    gen = CountingPool(pool, latency)
+    t1 = time.perf_counter()
+    if step == "pairs":
+        collect_pairs(experts, gen, cfg, work / f"pairs_{engines}.jsonl", k=2, progress=False)
+    else:
+        evaluate_policy(gen, cfg, "test", work / f"eval_{engines}", tasks=SW_TASKS, max_variations=2, seeds=[0],
+                        workers=2, envs_per_worker=4, progress=False)  # fmt: skip
+    seconds = time.perf_counter() - t1
+    stats = pool.stats()
+    pool.close()
+    return {"step": step, "engines": engines, "requests": gen.requests, "calls": gen.calls, "seconds": seconds,
+            "ideal_s": gen.ideal if latency is not None else None, "startup_s": startup,
+            "requests_per_engine": stats["items"]}  # fmt: skip
+
+
+def main() -> None:
+    """Run the scaling table."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--engines", default="1,2,4,8")
+    p.add_argument("--latency", type=float, default=4.0, help="seconds per call of the stand-in engine")
+    p.add_argument("--pairs-batch", type=int, default=10, help="states per pairs call")
+    p.add_argument("--eval-batch", type=int, default=1, help="episodes per evaluation call")
+    p.add_argument("--steps", type=int, default=3, help="env steps per episode (benchmark.max_steps)")
+    p.add_argument("--model", action="store_true", help="also the real tiny model on CPU")
+    p.add_argument("--out", default=str(REPO / "runs" / "bench" / "data_steps_scaling"))
+    args = p.parse_args()
+    import ray
+
+    counts = [int(x) for x in args.engines.split(",")]
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    ray.init(address="local", num_cpus=max(counts), include_dashboard=False, log_to_driver=False)
+    work = Path(tempfile.mkdtemp(prefix="scaling-"))
+    base = ["generation.device=cpu", "pairs.min_state_share=0", "pairs.sampling.max_new_tokens=16",
+            "eval.sampling.max_new_tokens=16"]  # fmt: skip
+    traces = load_config(overrides=[*base, "benchmark=traces", f"benchmark.path={TRACES}",
+                                    f"generation.batch_size={args.pairs_batch}"])  # fmt: skip
+    from nemo_act.benchmarks.traces import read_experts
+    from nemo_act.data.io import write_jsonl
+
+    experts = work / "experts.jsonl"
+    write_jsonl(experts, read_experts(traces.benchmark, "train")[0])
+    sw = load_config(overrides=[*base, f"benchmark.max_steps={args.steps}", f"generation.batch_size={args.eval_batch}"])
+    generators = [("fixed latency", LatencyFactory(args.latency), args.latency)]
+    if args.model:
+        from nemo_act.tiny_model import build_tiny_model
+
+        tiny = build_tiny_model(work / "tiny", sw.model.tiny)
+        generators.append(("tiny model (CPU)", BackendFactory(str(tiny), sw), None))
+    rows = []
+    console = Console()
+    for label, factory, latency in generators:
+        for step, cfg in (("pairs", traces), ("evaluation", sw)):
+            for n in counts:
+                folder = work / label.replace(" ", "_")
+                r = run_step(step, factory, n, cfg, folder, latency, experts) | {"generator": label}
+                rows.append(r)
+                console.print(f"{label} {step} x{n}: {r['requests']} requests, {r['calls']} calls in "
+                              f"{r['seconds']:.1f} s (start-up {r['startup_s']:.1f} s), per engine "
+                              f"{r['requests_per_engine']}")  # fmt: skip
+    table = Table(title=f"data steps on N engines (local Ray; fixed latency {args.latency:g} s per call)")
+    cols = ("generator", "step", "engines", "requests", "calls", "seconds", "requests/s", "x one engine",
+            "/ engines", "overhead ms/call")  # fmt: skip
+    for col in cols:
+        table.add_column(col, justify="right")
+    for r in rows:
+        one = next(o for o in rows if o["generator"] == r["generator"] and o["step"] == r["step"] and o["engines"] == 1)
+        r["rate"] = r["requests"] / r["seconds"]
+        r["ratio"] = r["rate"] / (one["requests"] / one["seconds"])
+        ideal = r["ideal_s"]
+        r["overhead_ms_per_call"] = None if ideal is None else 1000 * (r["seconds"] - ideal) / r["calls"]
+        table.add_row(r["generator"], r["step"], str(r["engines"]), str(r["requests"]), str(r["calls"]),
+                      f"{r['seconds']:.1f}", f"{r['rate']:.2f}", f"{r['ratio']:.2f}",
+                      f"{r['ratio'] / r['engines']:.2f}",
+                      "-" if ideal is None else f"{r['overhead_ms_per_call']:.0f}")  # fmt: skip
+    console.print(table)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scaling.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows},
+                                                 indent=2) + "\n")  # fmt: skip
+    console.print(f"figures: {out / 'scaling.json'}")
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""Data steps on a Ray cluster's engines and env workers: a real local Ray cluster, real actors.
+
+Three CPU "engines" (the HF generator on the tiny model, each in its own Ray actor process,
+nemo_act/generation/ray_pool.py) stand for three vLLM engines on GPUs: the pool, the placement group, the
+sharding and the merge are the code that runs on the cluster; only the backend inside each actor differs.
+What a user checks: every engine receives work, and the output is the one-engine output byte for byte for
+the same seeds, also after the step is killed with SIGKILL and resumed. The env workers as Ray actors
+(nemo_act/evaluation/ray_env_pool.py) keep the process pool's deadline and replay behaviour and play the
+same episodes.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nemo_act.config import load_config
+from nemo_act.data.io import read_jsonl
+from nemo_act.data.records import Trajectory
+from nemo_act.generation import make_generator
+from nemo_act.generation.hf import HFGenerator
+from nemo_act.pairs import collect_pairs, iter_states, sampling_request
+
+ray = pytest.importorskip("ray", reason="Ray is the cluster extra (pip install -e '.[cluster]')")
+import test_env_pool  # noqa: E402  (the process pool's stand-in envs; tests/ is on sys.path under pytest)
+
+ray.cloudpickle.register_pickle_by_value(test_env_pool)  # its classes travel to the actors by value
+
+pytestmark = pytest.mark.heavy
+ENGINES = 3
+SMALL = ["generation.batch_size=2", "pairs.sampling.max_new_tokens=12", "pairs.min_state_share=0", "pairs.k=2"]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """An isolated 3-CPU Ray cluster of this process (logical CPUs: one per engine actor)."""
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(address="local", num_cpus=ENGINES, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _cfg(engines: int):
+    return load_config(overrides=[*SMALL, f"generation.engines={engines}", "generation.device=cpu"])
+
+
+def _requests(experts, cfg, n):
+    trajectories = list(read_jsonl(experts, Trajectory))
+    return [sampling_request(t, i, cfg) for t, i in list(iter_states(trajectories))[:n]]
+
+
+def test_every_engine_gets_work_and_answers_as_one_engine(local_ray, sw_experts, tiny_model_dir):
+    one, three = _cfg(1), _cfg(ENGINES)
+    requests = _requests(sw_experts, one, 11)  # 6 batches of 2 (the last one short)
+    single = HFGenerator(one.model, one.generation, str(tiny_model_dir))
+    pool = make_generator(str(tiny_model_dir), three)
+    try:
+        assert type(pool).__name__ == "EnginePool" and pool.name == str(tiny_model_dir)
+        got = pool.generate(requests, 2, three.pairs.sampling, 7)
+        assert got == single.generate(requests, 2, one.pairs.sampling, 7)
+        stats = pool.stats()
+        assert all(n > 0 for n in stats["items"]) and sum(stats["items"]) == len(requests), stats
+        assert len({pid for _, pid in stats["where"]}) == ENGINES  # three processes, not one
+        conts = [f"<action>{r.gold_action}</action>" for r in requests]
+        assert pool.score(requests, conts) == single.score(requests, conts)
+    finally:
+        pool.close()
+    deadline = time.time() + 30  # the engines' CPUs are free again (Ray returns them asynchronously)
+    while ray.available_resources().get("CPU", 0) < ENGINES and time.time() < deadline:
+        time.sleep(0.2)
+    assert ray.available_resources().get("CPU", 0) == ENGINES
+
+
+def test_pairs_on_three_engines_equal_one_engine_after_kill_and_resume(local_ray, sw_experts, tiny_model_dir, tmp_path):
+    """`nemo-act pairs` with 3 engines is killed with SIGKILL mid-way (driver and actors go), re-run to the end,
+    and its files equal a one-engine run's, byte for byte."""
+    straight = tmp_path / "one.jsonl"
+    collect_pairs(sw_experts, HFGenerator(_cfg(1).model, _cfg(1).generation, str(tiny_model_dir)), _cfg(1), straight,
+                  progress=False)  # fmt: skip
+    cli = [sys.executable, "-m", "nemo_act.cli", "pairs", "--experts", str(sw_experts), "--policy", str(tiny_model_dir)]
+    args = [*SMALL, f"generation.engines={ENGINES}", "generation.device=cpu"]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"OMP_NUM_THREADS": "1"}
+    out = tmp_path / "three.jsonl"
+    partial = out.with_name(out.name + ".states.jsonl.partial")
+    proc = subprocess.Popen([*cli, "--out", str(out), *args], env=env, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if partial.exists() and len(partial.read_text().splitlines()) >= 4:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read()
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and the local Ray it started (its process group)
+    proc.wait()
+    n_states = sum(len(t.steps) for t in read_jsonl(sw_experts, Trajectory))
+    assert not out.exists() and 0 < len(partial.read_text().splitlines()) < n_states
+    done = subprocess.run([*cli, "--out", str(out), *args], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert out.read_text() == straight.read_text()
+    states = out.with_name(out.name + ".states.jsonl")
+    assert states.read_text() == straight.with_name(straight.name + ".states.jsonl").read_text()
+    manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
+    assert manifest["counts"]["states"] == n_states
+
+
+def test_ray_env_workers_replace_a_hung_worker_within_its_deadline(local_ray):
+    from nemo_act.evaluation.ray_env_pool import RayEnvPool
+
+    with RayEnvPool(test_env_pool.SleepyEnv, workers=2, envs_per_worker=1, call_timeout=1.0) as pool:
+        pool.run({0: ("reset", ("hang", 0)), 1: ("reset", ("ok", 0))})
+        start = time.monotonic()
+        out = pool.run({0: ("step", ("wait",)), 1: ("step", ("wait",))})
+        assert time.monotonic() - start < 1.0 + 10  # the deadline plus a small constant
+        assert set(out) == {1} and out[1]["observation"] == "ok at 1"
+        lost = pool.pop_lost_slots()
+        assert set(lost) == {0} and "past its deadline" in lost[0]
+        assert pool.run({0: ("reset", ("ok", 1))})[0]["observation"] == "ok at 0"  # the new worker works
+        assert pool.restarts == 1
+        assert len({pid for _, pid in pool.where()}) == 2
+
+
+def test_ray_env_workers_play_what_worker_processes_play(local_ray, tmp_path):
+    """The same episodes (one hangs for ever) on process workers and on Ray actors: the same records."""
+    from functools import partial
+
+    from tqdm import tqdm
+
+    from nemo_act.data.io import ResumableJsonl
+    from nemo_act.evaluation.pool import EnvPool
+    from nemo_act.evaluation.ray_env_pool import RayEnvPool
+    from nemo_act.evaluation.rollout import EpisodeRecord, Start, _play
+    from nemo_act.generation import RandomGenerator
+
+    cfg = load_config(overrides=["env.max_restarts=1"])
+    records = {}
+    for name, kind in (("process", EnvPool), ("ray", RayEnvPool)):
+        queue = [Start(f"x/{t}/0", t, 0, ("reset", (t, 0))) for t in ("a", "hang", "b", "c")]
+        log = ResumableJsonl(tmp_path / f"{name}.jsonl", EpisodeRecord, key="episode_id")
+        with log, kind(partial(test_env_pool.SleepyEnv, "step"), 2, 2, 1.0) as pool, tqdm(disable=True) as bar:
+            _play(pool, RandomGenerator(), cfg, list(queue), 0, cfg.eval.sampling, None, log, bar)
+        records[name] = sorted((r.model_dump() for r in log.records), key=lambda r: r["episode_id"])
+    assert records["ray"] == records["process"]
+    hung = next(r for r in records["ray"] if r["task_id"] == "hang")
+    assert "past its deadline" in hung["failed"] and sum(r["success"] for r in records["ray"]) >= 2
+
+
+def test_a_backend_seeded_per_request_spreads_even_a_small_call_over_every_engine(local_ray):
+    """vLLM seeds each request from its key (nemo_act/generation/vllm.py:request_seed), so the pool cuts a call
+    into a piece per engine whatever generation.batch_size is (an env step's one call, an Early Experience
+    chunk). The random policy seeds per request too: it stands in for vLLM here, answers compared exactly."""
+    from nemo_act.generation import GenerationRequest, RandomGenerator
+    from nemo_act.generation.ray_pool import EnginePool
+
+    sampling = load_config().pairs.sampling
+    actions = [f"go to room {j}" for j in range(30)]
+    requests = [GenerationRequest(key=f"s{i}", messages=[], admissible_actions=actions) for i in range(7)]
+    pool = EnginePool(RandomGenerator, ENGINES, 1024, {"CPU": 1}, 2, split="even")
+    try:
+        assert pool.generate(requests, 3, sampling, 5) == RandomGenerator().generate(requests, 3, sampling, 5)
+        assert sorted(pool.stats()["items"]) == [2, 2, 3]  # 7 requests: one batch of 1024 for a single engine
+        batches = [requests[:4], requests[4:]]
+        streamed = list(pool.generate_batches(batches, 2, sampling, 9))
+        assert streamed == [RandomGenerator().generate(b, 2, sampling, 9) for b in batches]
+        assert pool.generate([], 1, sampling, 0) == []
+    finally:
+        pool.close()
