@@ -15,9 +15,11 @@ actors in a placement group, batches on the fixed grid, answers merged in order)
 First with a **fixed-latency generator**: each call (one batch, as one ``LLM.generate`` call of a vLLM
 engine) waits ``--latency`` seconds without using the CPU and answers a seeded admissible action, standing
 for a GPU engine; this isolates our scheduling, merge and env-pool overhead (overhead per call = measured
-time minus the ideal ``calls x latency / engines``, rounded up to whole rounds). 4 s is the order of one
-vLLM call that writes a few hundred reasoning tokens for a batch on an 8B model; the evaluation's env
-steps (~0.13 s per ScienceWorld step, run between calls) are what keeps its ratio under the ideal.
+time waiting for the engines minus the ideal ``calls x latency / engines``, rounded up to whole rounds; the
+"generation s" column is that waiting time, the rest of a step's seconds is envs and bookkeeping). 4 s is
+the order of one vLLM call that writes a few hundred reasoning tokens for a batch on an 8B model; the
+evaluation's env work (a fresh JVM per episode, ~0.13 s per ScienceWorld step, run between calls, not
+overlapped with generation) is what keeps its ratio under the ideal.
 Then, with ``--model``, the **real tiny model** (HF on CPU: on 2 cores this is CPU-bound and
 says what CPU contention gives, not what GPUs give). Engine start-up (actor processes, the model load) is
 timed apart from the step. Figures go to ``<out>/scaling.json`` and a table; docs/performance.md keeps them.
@@ -87,6 +89,7 @@ class CountingPool:
         self.pool, self.name, self.latency = pool, pool.name, latency
         self.requests = self.calls = 0
         self.ideal = 0.0  # seconds: each call's batches spread evenly over the engines, nothing else
+        self.gen_s = 0.0  # seconds the step spent waiting for the engines (the rest is envs and bookkeeping)
 
     def _count(self, requests: int, calls: int) -> None:
         self.requests, self.calls = self.requests + requests, self.calls + calls
@@ -96,13 +99,21 @@ class CountingPool:
     def generate(self, requests, n, sampling, seed):
         """Pass through, counting."""
         self._count(len(requests), math.ceil(len(requests) / self.pool.batch_size))
-        return self.pool.generate(requests, n, sampling, seed)
+        t = time.perf_counter()
+        try:
+            return self.pool.generate(requests, n, sampling, seed)
+        finally:
+            self.gen_s += time.perf_counter() - t
 
     def generate_batches(self, batches, n, sampling, seed):
         """Pass through, counting."""
         batches = list(batches)
         self._count(sum(len(b) for b in batches), len(batches))
-        yield from self.pool.generate_batches(batches, n, sampling, seed)
+        t = time.perf_counter()
+        for answers in self.pool.generate_batches(batches, n, sampling, seed):
+            self.gen_s += time.perf_counter() - t
+            yield answers
+            t = time.perf_counter()
 
 
 def run_step(step: str, factory, engines: int, cfg, work: Path, latency: float | None, experts: Path) -> dict:
@@ -122,6 +133,7 @@ def run_step(step: str, factory, engines: int, cfg, work: Path, latency: float |
     stats = pool.stats()
     pool.close()
     return {"step": step, "engines": engines, "requests": gen.requests, "calls": gen.calls, "seconds": seconds,
+            "generation_s": gen.gen_s,
             "ideal_s": gen.ideal if latency is not None else None, "startup_s": startup,
             "requests_per_engine": stats["items"]}  # fmt: skip
 
@@ -135,6 +147,7 @@ def main() -> None:
     p.add_argument("--eval-batch", type=int, default=1, help="episodes per evaluation call")
     p.add_argument("--steps", type=int, default=3, help="env steps per episode (benchmark.max_steps)")
     p.add_argument("--model", action="store_true", help="also the real tiny model on CPU")
+    p.add_argument("--only", choices=["pairs", "evaluation"], default=None, help="one step only")
     p.add_argument("--out", default=str(REPO / "runs" / "bench" / "data_steps_scaling"))
     args = p.parse_args()
     import ray
@@ -160,9 +173,11 @@ def main() -> None:
         tiny = build_tiny_model(work / "tiny", sw.model.tiny)
         generators.append(("tiny model (CPU)", BackendFactory(str(tiny), sw), None))
     rows = []
-    console = Console()
+    console = Console(width=160)
     for label, factory, latency in generators:
         for step, cfg in (("pairs", traces), ("evaluation", sw)):
+            if args.only and step != args.only:
+                continue
             for n in counts:
                 folder = work / label.replace(" ", "_")
                 r = run_step(step, factory, n, cfg, folder, latency, experts) | {"generator": label}
@@ -172,7 +187,7 @@ def main() -> None:
                               f"{r['requests_per_engine']}")  # fmt: skip
     table = Table(title=f"data steps on N engines (local Ray; fixed latency {args.latency:g} s per call)")
     cols = ("generator", "step", "engines", "requests", "calls", "seconds", "requests/s", "x one engine",
-            "/ engines", "overhead ms/call")  # fmt: skip
+            "/ engines", "generation s", "its x", "overhead ms/call")  # fmt: skip
     for col in cols:
         table.add_column(col, justify="right")
     for r in rows:
@@ -180,10 +195,12 @@ def main() -> None:
         r["rate"] = r["requests"] / r["seconds"]
         r["ratio"] = r["rate"] / (one["requests"] / one["seconds"])
         ideal = r["ideal_s"]
-        r["overhead_ms_per_call"] = None if ideal is None else 1000 * (r["seconds"] - ideal) / r["calls"]
+        # our scheduling and merge: time waiting for the engines beyond the ideal (env time is not in it)
+        r["overhead_ms_per_call"] = None if ideal is None else 1000 * (r["generation_s"] - ideal) / r["calls"]
         table.add_row(r["generator"], r["step"], str(r["engines"]), str(r["requests"]), str(r["calls"]),
                       f"{r['seconds']:.1f}", f"{r['rate']:.2f}", f"{r['ratio']:.2f}",
-                      f"{r['ratio'] / r['engines']:.2f}",
+                      f"{r['ratio'] / r['engines']:.2f}", f"{r['generation_s']:.1f}",
+                      f"{one['generation_s'] / r['generation_s']:.2f}",
                       "-" if ideal is None else f"{r['overhead_ms_per_call']:.0f}")  # fmt: skip
     console.print(table)
     out = Path(args.out)
