@@ -8,8 +8,8 @@ with SIGALRM's default action ends the actor's process, even in C code or a JVM 
 budget per batch, a dead worker replaced with fresh envs and its slots reported for replay, ``imap`` with
 replays and a final ``failed``.
 
-Actors run the driver's interpreter with its ``PYTHONPATH`` (``runtime_env.py_executable``, as NeMo-RL's
-worker groups do: ``nemo_rl/distributed/worker_groups.py:493,566``); the Ray cluster is the one
+Actors run the driver's interpreter and environment (``runtime_env.py_executable``, as NeMo-RL's worker
+groups do: ``nemo_rl/distributed/worker_groups.py:493,566``; ``actor_env``); the Ray cluster is the one
 :func:`nemo_act.generation.ray_pool.connect` attaches to.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nemo_act.evaluation.pool import Command, EnvPool, _arm, _disarm, _run_commands, with_deadline
-from nemo_act.generation.ray_pool import ENV_KEYS, connect
+from nemo_act.generation.ray_pool import actor_env, connect
 
 
 class _EnvActor:
@@ -73,12 +73,11 @@ class RayEnvPool(EnvPool):
         import ray
 
         connect(self._address, self.workers)
-        env = {k: os.environ[k] for k in ENV_KEYS if k in os.environ}
         self._remote = ray.remote(_EnvActor).options(
             num_cpus=1,
             scheduling_strategy="SPREAD",
             max_restarts=0,
-            runtime_env={"py_executable": sys.executable, "env_vars": env},
+            runtime_env={"py_executable": sys.executable, "env_vars": actor_env()},
         )
         self._actors: list[Any] = [None] * self.workers
         self._refs: dict[int, tuple[Any, float]] = {}  # worker -> (answer ref, sent at)

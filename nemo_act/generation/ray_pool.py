@@ -17,7 +17,7 @@ engines or stops with the count it could not place.
   yields each batch's answers in order: a killed step loses only the batches in flight.
 * **Whose resources.** Actors run the driver's interpreter (``runtime_env.py_executable``, as NeMo-RL's
   ``RayWorkerGroup`` gives each worker its venv's python: ``nemo_rl/distributed/worker_groups.py:493,566``)
-  with the driver's ``PYTHONPATH`` and hub settings; on a Slurm job the driver attaches to the job's
+  with the driver's environment (:func:`actor_env`); on a Slurm job the driver attaches to the job's
   cluster (``RAY_ADDRESS``, exported by the job's driver, or ``generation.ray_address``; NeMo-RL's
   ``init_ray`` attaches the same way, ``nemo_rl/distributed/virtual_cluster.py:212-218``); with neither it
   starts a local cluster of its own.
@@ -41,7 +41,20 @@ from typing import Any, Literal
 from nemo_act.config.schema import SamplingConfig
 from nemo_act.generation.base import GenerationRequest, Generator
 
-ENV_KEYS = ("PYTHONPATH", "HF_HUB_OFFLINE", "HF_HOME", "TRANSFORMERS_OFFLINE", "OMP_NUM_THREADS", "HF_HUB_CACHE")
+
+def actor_env() -> dict[str, str]:
+    """The environment an actor gets: the driver's.
+
+    As NeMo-RL's ``init_ray`` hands its workers (``nemo_rl/distributed/virtual_cluster.py:199-203``): all of
+    ``os.environ`` but the one variable that would stop Ray from setting each actor's ``CUDA_VISIBLE_DEVICES``,
+    so PYTHONPATH, the offline hub and data paths (``ALFWORLD_DATA``) reach actors on every node whatever the
+    raylet was started with.
+    """
+    env = dict(os.environ)
+    env.pop("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
 PLACEMENT_TIMEOUT_S = 300.0
 
 
@@ -136,8 +149,7 @@ class EnginePool:
                 f"generation.engines={engines}: {engines} bundles of {resources} could not be placed within "
                 f"{PLACEMENT_TIMEOUT_S:g} s (other work holds the resources?)"
             )
-        env = {k: os.environ[k] for k in ENV_KEYS if k in os.environ}
-        runtime_env = {"py_executable": sys.executable, "env_vars": env}
+        runtime_env = {"py_executable": sys.executable, "env_vars": actor_env()}
         actor = ray.remote(_Engine)
         self._actors = [
             actor.options(
@@ -246,4 +258,4 @@ def factory_name(factory: Callable[[], Generator]) -> str:
     return str(getattr(factory, "policy", None) or getattr(factory, "name", None) or factory)
 
 
-__all__ = ["EnginePool", "PlacementError", "auto_engines", "connect"]
+__all__ = ["EnginePool", "PlacementError", "actor_env", "auto_engines", "connect"]
