@@ -240,3 +240,22 @@ def test_our_driver_trains_through_nemo_rls_data_and_reward_actors_with_only_the
     parts = [json.loads(line) for line in (out / "reward_parts.jsonl").read_text().splitlines()]
     assert [p["call"] for p in parts] == [1, 2]
     assert all(abs(m["rewards/format/mean"] - values.malformed / 2) < 1e-6 for m in metrics)
+
+
+def test_the_stage_metrics_leave_out_nemo_rls_gpu_monitor_rows(tmp_path):
+    """NeMo-RL's Ray/GPU monitor (``logger.monitor_gpus``) logs ``ray/*`` scalars on its own sample counter
+    (``nemo_rl/utils/logger.py:990-1007``), not on training steps: a slow run put its samples at "steps" 0 and
+    10 of the stage's metrics.jsonl. The driver's reader keeps them in TensorBoard only."""
+    pytest.importorskip("tensorboard", reason="the image's default venv has tensorboard (the twin lane)")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from nemo_act.engines.nemo_rl.driver import _tensorboard_scalars
+
+    writer = SummaryWriter(str(tmp_path / "logs" / "exp_001"))
+    for step, loss in ((1, 1.0), (2, 0.5)):
+        writer.add_scalar("train/loss", loss, step)
+    for sample in (0, 10):
+        writer.add_scalar("ray/node.0.mem_gb", 1.5, sample)
+        writer.add_scalar("ray/ray/ray_step", float(sample), sample)
+    writer.close()
+    assert _tensorboard_scalars(tmp_path / "logs") == {1: {"train/loss": 1.0}, 2: {"train/loss": 0.5}}

@@ -10,6 +10,8 @@ import json
 
 import pytest
 
+pytestmark = pytest.mark.heavy  # a real local Ray, the JVM's experts, the tiny model (tests/conftest.py)
+
 nemo_rl = pytest.importorskip(
     "nemo_rl", reason="NeMo-RL is not installed (its container or a checkout of the pinned tag; not on PyPI)"
 )

@@ -74,6 +74,12 @@ def build(kind: str, cfg, init: str, out: Path, n_rows: int) -> dict[str, Any]:
     return resolve(recipe.master_config(kind, cfg, base_config(algorithm, cfg), init=init, out=out, n_rows=n_rows))
 
 
+# NeMo-RL's GPU/Ray monitor (logger.monitor_gpus) logs under this prefix on its own sample counter
+# ("ray/ray_step", every collection interval: nemo_rl/utils/logger.py:990-1007), not on training steps: its
+# rows stay in TensorBoard and out of the stage's per-step metrics.jsonl.
+MONITOR_PREFIX = "ray/"
+
+
 def _tensorboard_scalars(log_dir: Path) -> dict[int, dict[str, float]]:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -82,6 +88,8 @@ def _tensorboard_scalars(log_dir: Path) -> dict[int, dict[str, float]]:
         acc = EventAccumulator(str(events))
         acc.Reload()
         for tag in acc.Tags().get("scalars", []):
+            if tag.startswith(MONITOR_PREFIX):
+                continue
             for ev in acc.Scalars(tag):
                 out.setdefault(int(ev.step), {})[tag] = float(ev.value)
     return out
