@@ -246,7 +246,7 @@ def test_the_stage_metrics_leave_out_nemo_rls_gpu_monitor_rows(tmp_path):
     """NeMo-RL's Ray/GPU monitor (``logger.monitor_gpus``) logs ``ray/*`` scalars on its own sample counter
     (``nemo_rl/utils/logger.py:990-1007``), not on training steps: a slow run put its samples at "steps" 0 and
     10 of the stage's metrics.jsonl. The driver's reader keeps them in TensorBoard only."""
-    pytest.importorskip("tensorboard", reason="the image's default venv has tensorboard (the twin lane)")
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed here; the twin lane (image venv) has it")
     from torch.utils.tensorboard import SummaryWriter
 
     from nemo_act.engines.nemo_rl.driver import _tensorboard_scalars
