@@ -462,6 +462,7 @@ class PipelineRunner:
         :mod:`nemo_act.engines.nemo_rl.interpreters`); on the local engine everything runs here.
         """
         from nemo_act.engines.nemo_rl import interpreters
+        from nemo_act.generation import engines_summary
 
         cfg, d, data = self.cfg, self.dir, self.data_dir
         backend, mods = cfg.generation.backend, cfg.benchmark.python_modules
@@ -471,9 +472,11 @@ class PipelineRunner:
 
         rows: list[dict[str, str]] = []
 
+        engines = engines_summary(cfg)  # once: with generation.engines=auto it may count GPUs
+
         def add(step: str, python: str, inputs: str, outputs: str) -> None:
             row = {"step": step, "python": python, "inputs": inputs, "outputs": str(outputs)}
-            on = self.workers(step)
+            on = self.workers(step, engines)
             rows.append(row | ({"workers": on} if on else {}))
 
         def source(which: str) -> str:
@@ -519,18 +522,18 @@ class PipelineRunner:
             add("evaluate", py("evaluate"), f"{what}, {cfg.benchmark.name} {ev.split}", d / "eval" / name)
         return rows
 
-    def workers(self, step: str) -> str:
-        """What a data step runs on: its generation engines (and their rate) and its env workers."""
-        from nemo_act.generation import engine_resources, planned_engines
+    def workers(self, step: str, engines: str) -> str:
+        """What a data step runs on; empty for a step that neither generates nor runs envs.
 
-        gen, ev = self.cfg.generation, self.cfg.pipeline.eval
+        Args:
+            step: The step's name in :meth:`plan`.
+            engines: Its generation engines (:func:`~nemo_act.generation.engines_summary`, computed once).
+        """
+        ev = self.cfg.pipeline.eval
         baseline = step in DATA_KINDS and DATA_KINDS[step].builder is not None  # the reflection baselines' data
         parts = []
         if step in GENERATION_STEPS or baseline:
-            n, gpus = planned_engines(self.cfg), engine_resources(gen)["GPU"]
-            where = f"{gpus:g} GPU" if gpus else "CPU"
-            rate = f", ~{1000 / (n * gen.engine_rate):.0f} s per 1,000 requests" if gen.engine_rate else ""
-            parts.append(f"{n} {gen.backend} engine{'s' * (n > 1)} x {where}{rate}")
+            parts.append(engines)
         if step in ENV_STEPS or baseline:
             parts.append(f"{ev.workers} env workers x {ev.envs_per_worker} envs")
         return "; ".join(parts)

@@ -41,6 +41,11 @@ def engine_resources(gen: GenerationConfig) -> dict[str, float]:
     return {"CPU": gen.engine_cpus, "GPU": float(gpus)}
 
 
+def _gpus_per_engine(gen: GenerationConfig) -> int:
+    """GPUs one engine holds, at least 1 for counting engines per GPU."""
+    return int(engine_resources(gen)["GPU"]) or 1
+
+
 def resolve_engines(gen: GenerationConfig) -> int:
     """``generation.engines`` as a number: ``auto`` counts the GPUs of the Ray cluster the step would use.
 
@@ -51,15 +56,14 @@ def resolve_engines(gen: GenerationConfig) -> int:
 
     if gen.engines != "auto":
         return int(gen.engines)
-    per_engine = int(engine_resources(gen)["GPU"]) or 1
     if gen.ray_address or os.environ.get("RAY_ADDRESS"):
         from nemo_act.generation.ray_pool import auto_engines, connect
 
-        return auto_engines(connect(gen.ray_address, 0), per_engine)
+        return auto_engines(connect(gen.ray_address, 0), _gpus_per_engine(gen))
     try:
         import torch
 
-        return max(1, torch.cuda.device_count() // per_engine)
+        return max(1, torch.cuda.device_count() // _gpus_per_engine(gen))
     except ImportError:
         return 1
 
@@ -71,12 +75,21 @@ def planned_engines(cfg: ExperimentConfig) -> int:
     Ray cluster holds once every node joined; elsewhere as :func:`resolve_engines`.
     """
     gen, n = cfg.generation, cfg.engine.nemo_rl
-    if gen.engines != "auto":
-        return int(gen.engines)
-    if cfg.engine.name == "nemo_rl" and n is not None:
-        per_engine = int(engine_resources(gen)["GPU"]) or 1
-        return max(1, n.cluster.num_nodes * n.cluster.gpus_per_node // per_engine)
+    if gen.engines == "auto" and cfg.engine.name == "nemo_rl" and n is not None:
+        return max(1, n.cluster.num_nodes * n.cluster.gpus_per_node // _gpus_per_engine(gen))
     return resolve_engines(gen)
+
+
+def engines_summary(cfg: ExperimentConfig) -> str:
+    """What a data step's generation runs on, for plans: ``16 vllm engines x 1 GPU, ~12 s per 1,000 requests``.
+
+    The time comes from ``generation.engine_rate`` (requests/s per engine) when it is set.
+    """
+    gen, n = cfg.generation, planned_engines(cfg)
+    gpus = engine_resources(gen)["GPU"]
+    where = f"{gpus:g} GPU" if gpus else "CPU"
+    rate = f", ~{1000 / (n * gen.engine_rate):.0f} s per 1,000 requests" if gen.engine_rate else ""
+    return f"{n} {gen.backend} engine{'s' * (n > 1)} x {where}{rate}"
 
 
 def make_generator(policy: str, cfg: ExperimentConfig) -> Generator:
@@ -113,6 +126,7 @@ __all__ = [
     "GoldGenerator",
     "RandomGenerator",
     "engine_resources",
+    "engines_summary",
     "make_generator",
     "planned_engines",
     "resolve_engines",

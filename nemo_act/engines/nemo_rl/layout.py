@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig, ModelArchitecture
-from nemo_act.generation import engine_resources, planned_engines
+from nemo_act.generation import engines_summary
 from nemo_act.stage_kinds import stage_config, stage_kind
 
 GPU_MEMORY_GB = {"gh200_96gb": 96.0, "gh200_144gb": 144.0, "h100_80gb": 80.0, "h200_141gb": 141.0}
@@ -216,14 +216,11 @@ def print_plan(cfg: ExperimentConfig, result: Plan) -> None:
     for row in result.memory:
         table.add_row(*(str(row[c]) for c in cols))
     console.print(table)
-    gen, ev = cfg.generation, cfg.pipeline.eval
-    engines = planned_engines(cfg)
-    gpus = engine_resources(gen)["GPU"]
-    rate = f"; ~{1000 / (engines * gen.engine_rate):.0f} s per 1,000 requests" if gen.engine_rate else ""
+    ev = cfg.pipeline.eval
     console.print(
-        f"data steps (pairs, selection, evaluation, baseline data): {engines} {gen.backend} engine(s) x "
-        f"{gpus:g} GPU (generation.engines={gen.engines}){rate}; {ev.workers} env workers x "
-        f"{ev.envs_per_worker} envs ({cfg.env.pool}: Ray actors over the nodes in the job)"
+        f"data steps (pairs, selection, evaluation, baseline data): {engines_summary(cfg)} "
+        f"(generation.engines={cfg.generation.engines}); {ev.workers} env workers x {ev.envs_per_worker} envs "
+        f"(env.pool={cfg.env.pool}: Ray actors over the job's nodes)"
     )
     for rule, reason in result.refusals:
         console.print(f"[red]refused[/] ({rule}): {reason}")
