@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 RUNENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 THREADS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: setup test test-fast lint demo clean test-megatron test-megatron-image test-cluster
+.PHONY: setup setup-lanes test test-fast lint demo clean test-megatron test-megatron-image test-cluster
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,8 +48,10 @@ $(MSTAMP): tools/convert/requirements.txt tools/convert/requirements-nodeps.txt
 	$(MVENV)/bin/python -m pip install --quiet --no-deps -r tools/convert/requirements-nodeps.txt
 	touch $@
 
+# each test is a Python process group of its own (mp.spawn, one free rendezvous port each): tests spread over
+# every core one by one (--dist load), each worker builds the tiny models for itself
 test-megatron: $(MSTAMP)
-	OMP_NUM_THREADS=1 $(RUNENV) $(MVENV)/bin/python -m pytest -p no:cacheprovider tests_megatron
+	OMP_NUM_THREADS=1 $(RUNENV) $(MVENV)/bin/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist load tests_megatron
 
 # The cluster's export path against the versions of NeMo-RL v0.7.0's image (Python 3.13, megatron-bridge 0.5.0 =
 # the fork's dependency list, megatron-core 0.18.2, transformers 5.8.1: tools/convert/requirements-image.txt says
@@ -65,8 +67,8 @@ $(ISTAMP): tools/convert/requirements-image.txt tools/convert/requirements-image
 	touch $@
 
 test-megatron-image: $(ISTAMP)
-	OMP_NUM_THREADS=1 $(RUNENV) $(IVENV)/bin/python -m pytest -p no:cacheprovider tests_megatron \
-		-k "cluster_export or nemo_rl_writes or local_twin or gpu_is_visible or verify_fails or autoregister"
+	OMP_NUM_THREADS=1 $(RUNENV) $(IVENV)/bin/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist load \
+		tests_megatron -k "cluster_export or nemo_rl_writes or local_twin or gpu_is_visible or verify_fails or autoregister"
 
 # The cluster path as NeMo-RL's image runs it, on CPU (tools/cluster_twin/README.md): Python 3.13, the release's
 # default venv from its own uv.lock (pins in tools/cluster_twin/requirements.txt, installed --no-deps as uv sync
@@ -94,8 +96,11 @@ $(CSTAMP): tools/cluster_twin/requirements.txt tools/cluster_twin/requirements-t
 
 test-cluster: $(CSTAMP)
 	OMP_NUM_THREADS=1 $(RUNENV) NEMO_RL_DIR=$(abspath $(CVENV))/src/nemo-rl-v0.7.0 NEMO_ACT_CLUSTER_TWIN=1 \
-		$(CPY) -m pytest -p no:cacheprovider tests/test_cluster_twin.py tests/test_nemo_rl_engine.py \
+		$(CPY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist load tests/test_cluster_twin.py tests/test_nemo_rl_engine.py \
 		tests/test_alfworld.py tests/test_scienceworld.py tests/test_evaluation.py
+
+# the venvs of the three other lanes (.ci/run builds them while make test runs: mostly downloads)
+setup-lanes: $(CSTAMP) $(MSTAMP) $(ISTAMP)
 
 demo: $(STAMP)
 	OMP_NUM_THREADS=$(THREADS) $(RUNENV) $(BIN)/nemo-act demo --out runs/demo

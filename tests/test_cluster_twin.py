@@ -23,10 +23,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
+import time
 import tomllib
 from pathlib import Path
 
@@ -94,26 +97,52 @@ def nemo_rl_dir() -> Path:
     return nemo_rl_root()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free TCP ports (all bound at once, then released)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 @pytest.fixture(scope="module")
 def ray_head(nemo_rl_dir):
-    """A Ray head started with Ray's CLI, as slurm/_ray_node.sh starts the job's (no GPUs here)."""
+    """A Ray head started with Ray's CLI, as slurm/_ray_node.sh starts the job's (no GPUs here, no ``--block``).
+
+    It runs in a process group of its own and is stopped by signalling that group, not by ``ray stop`` (which
+    stops every Ray on the machine: under pytest-xdist another worker's cluster too); its own short temp dir
+    and ports keep it apart from theirs (Ray's socket paths must stay under 107 characters)."""
     ray = str(Path(sys.executable).parent / "ray")
-    port = _free_port()
+    port, client, node, objects, env_agent, agent_grpc, agent_http, metrics = _free_ports(8)
     env = {**os.environ, **IMAGE_ENV}
-    subprocess.run([ray, "stop", "--force"], env=env, capture_output=True)
-    subprocess.run(
+    temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    # workers and drivers of this cluster take ports from a range of its own (Ray's default range, 10002-19999,
+    # is what another worker's ray.init(address="local") uses; Ray hands out ports without asking the OS)
+    low = 20000 + 2000 * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    start = subprocess.Popen(
         [ray, "start", "--head", f"--port={port}", "--num-cpus=8", "--include-dashboard=false",
-         "--disable-usage-stats", "--node-ip-address=127.0.0.1"],
-        env=env, check=True, capture_output=True,
+         "--disable-usage-stats", "--node-ip-address=127.0.0.1", f"--temp-dir={temp}",
+         # the ports slurm/_ray_node.sh sets per node (node_ports), each free here: Ray's fixed defaults
+         # (client 10001, dashboard agent 52365, ...) would collide with another worker's head
+         f"--ray-client-server-port={client}", f"--node-manager-port={node}", f"--object-manager-port={objects}",
+         f"--runtime-env-agent-port={env_agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
+         f"--dashboard-agent-listen-port={agent_http}", f"--metrics-export-port={metrics}",
+         f"--min-worker-port={low}", f"--max-worker-port={low + 1999}"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
+    out, _ = start.communicate(timeout=300)
+    assert start.returncode == 0, out[-3000:]
     yield f"127.0.0.1:{port}"
-    subprocess.run([ray, "stop", "--force"], env=env, capture_output=True)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(start.pid, sig)
+        except ProcessLookupError:
+            break
+        time.sleep(3)
 
 
 def job_env(out: Path, ray_address: str, **extra: str) -> dict[str, str]:

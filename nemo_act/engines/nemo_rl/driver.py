@@ -23,6 +23,8 @@ tested in CI.
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import json
 import os
 from pathlib import Path
@@ -53,11 +55,21 @@ def nemo_rl_root() -> Path:
 
 
 def base_config(algorithm: str, cfg) -> dict[str, Any]:
-    """The release's example config for an algorithm, inheritance applied, interpolations kept."""
+    """The release's example config for an algorithm, inheritance applied, interpolations kept (a fresh copy)."""
+    path = nemo_rl_root() / "examples" / "configs" / recipe.settings(cfg).bases[algorithm]
+    return copy.deepcopy(_load_base(str(path)))
+
+
+@functools.lru_cache(maxsize=16)
+def _load_base(path: str) -> dict[str, Any]:
+    """A base file parsed once per process.
+
+    NeMo-RL's inheritance merge costs ~1 s a file; a plan or a recipe check builds dozens of stage configs from
+    the same three bases.
+    """
     from nemo_rl.utils.config import load_config as nemo_rl_load_config
 
-    path = nemo_rl_root() / "examples" / "configs" / recipe.settings(cfg).bases[algorithm]
-    return OmegaConf.to_container(nemo_rl_load_config(str(path)), resolve=False)  # type: ignore[return-value]
+    return OmegaConf.to_container(nemo_rl_load_config(path), resolve=False)  # type: ignore[return-value]
 
 
 def resolve(master: dict[str, Any]) -> dict[str, Any]:
