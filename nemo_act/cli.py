@@ -14,7 +14,9 @@ from pathlib import Path
 
 from nemo_act.config import ConfigError, ExperimentConfig, group_options, load_config, to_yaml
 from nemo_act.data.io import RecordError
+from nemo_act.inputs import require, run_inputs
 from nemo_act.quiet import quiet_libraries
+from nemo_act.runlock import LockedError
 from nemo_act.stage_kinds import STAGE_KINDS
 
 
@@ -24,6 +26,14 @@ class UsageError(Exception):
 
 def _cfg(args: argparse.Namespace, extra: Sequence[str] = ()) -> ExperimentConfig:
     return load_config(args.config, [*extra, *args.overrides])
+
+
+def _lock(target: str | Path, cfg: ExperimentConfig):
+    """The one-writer lock of an output folder or file (:mod:`nemo_act.runlock`), to hold in a ``with``."""
+    from nemo_act.runlock import RunLock
+
+    command = " ".join(["nemo-act", *sys.argv[1:]])
+    return RunLock(target, command, cfg.lock.heartbeat_s, cfg.lock.stale_after_s)
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -56,19 +66,20 @@ def cmd_experts(args: argparse.Namespace) -> int:
     if not args.split and not args.from_rollouts:
         raise UsageError("pass --split (collect from the benchmark) or --from-rollouts FILE")
     tasks = [t for t in args.tasks.split(",") if t] if args.tasks else None
-    if args.from_rollouts:
-        from nemo_act.experts import import_rollouts
+    with _lock(args.out, cfg):
+        if args.from_rollouts:
+            from nemo_act.experts import import_rollouts
 
-        summary = import_rollouts(cfg, args.from_rollouts, args.out)
-    else:
-        summary = collect_experts(
-            cfg,
-            args.split,
-            args.out,
-            tasks=tasks,
-            max_variations=args.max_variations,
-            workers=args.workers or cfg.pipeline.eval.workers,
-        )
+            summary = import_rollouts(cfg, args.from_rollouts, args.out)
+        else:
+            summary = collect_experts(
+                cfg,
+                args.split,
+                args.out,
+                tasks=tasks,
+                max_variations=args.max_variations,
+                workers=args.workers or cfg.pipeline.eval.workers,
+            )
     c = summary.counts
     print(
         f"{c['won']}/{c['episodes']} episodes won, {c['steps']} expert steps -> {summary.out}; "
@@ -91,8 +102,10 @@ def cmd_pairs(args: argparse.Namespace) -> int:
     from nemo_act.pairs import collect_pairs
 
     cfg = _cfg(args)
-    generator = make_generator(args.policy, cfg)
-    summary = collect_pairs(args.experts, generator, cfg, args.out, k=args.k, seed=args.seed)
+    require({"--policy": args.policy}, {"--experts": args.experts})
+    with _lock(args.out, cfg):
+        generator = make_generator(args.policy, cfg)
+        summary = collect_pairs(args.experts, generator, cfg, args.out, k=args.k, seed=args.seed)
     c = summary.counts
     print(
         f"{c['pairs']} pairs from {c['states']} states -> {summary.out}\n"
@@ -119,13 +132,15 @@ def cmd_reflection(args: argparse.Namespace) -> int:
 
     cfg = _cfg(args)
     workers = args.workers or cfg.pipeline.eval.workers
-    policy = make_generator(args.policy, cfg)
-    if args.method == "sand":
-        critic = make_generator(args.critic, cfg) if args.critic and args.critic != args.policy else policy
-        summary = build_sand(cfg, args.experts, policy, args.out, workers, critic=critic)
-    else:
-        build = {"ee": build_early_experience, "agent_r": build_agent_r}[args.method]
-        summary = build(cfg, args.experts, policy, args.out, workers)
+    require({"--policy": args.policy, "--critic": args.critic}, {"--experts": args.experts})
+    with _lock(args.out, cfg):
+        policy = make_generator(args.policy, cfg)
+        if args.method == "sand":
+            critic = make_generator(args.critic, cfg) if args.critic and args.critic != args.policy else policy
+            summary = build_sand(cfg, args.experts, policy, args.out, workers, critic=critic)
+        else:
+            build = {"ee": build_early_experience, "agent_r": build_agent_r}[args.method]
+            summary = build(cfg, args.experts, policy, args.out, workers)
     c = summary.counts
     dropped = ", ".join(f"{n} {reason}" for reason, n in c["dropped"].items()) or "none"
     if args.method == "ee":
@@ -168,8 +183,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     from nemo_act.stage_kinds import stage_experiment
 
     cfg = _cfg(args)
+    require({"--init": args.init or cfg.model.name_or_path}, {"--data": args.data})
     rows = stage_data.rows_for(args.stage, args.data, stage_experiment(args.stage, cfg))
-    out = train_stage(args.stage, args.init or cfg.model.name_or_path, rows, cfg, args.out)
+    with _lock(args.out, cfg):
+        out = train_stage(args.stage, args.init or cfg.model.name_or_path, rows, cfg, args.out)
     print(f"stage {args.stage}: {len(rows)} rows -> {out}")
     return 0
 
@@ -181,11 +198,14 @@ def cmd_eval_reasoning(args: argparse.Namespace) -> int:
     from nemo_act.reasoning.run import evaluate_reasoning
 
     cfg = _cfg(args)
-    problems = load_problems(args.set, args.data or getattr(cfg.reasoning, args.set))
+    data = args.data or getattr(cfg.reasoning, args.set, None)
+    require({"--policy": args.policy}, {"--data" if args.data else f"reasoning.{args.set}": data})
+    problems = load_problems(args.set, data)
     if args.limit is not None:
         problems = problems[: args.limit]
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
-    r = evaluate_reasoning(make_generator(args.policy, cfg), cfg, problems, args.out, seeds)
+    with _lock(args.out, cfg):
+        r = evaluate_reasoning(make_generator(args.policy, cfg), cfg, problems, args.out, seeds)
     chance = f" (chance {100 * r['chance']:.0f}%)" if r["chance"] else ""
     print(
         f"{args.set}: {r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f} % over seeds {r['seeds']}, "
@@ -222,9 +242,6 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate a policy in the benchmark env (and its selection accuracy on pairs)."""
-    import json
-
-    from nemo_act.evaluation.rollout import evaluate_policy, load_gold
     from nemo_act.generation import make_generator
 
     extra = [f"benchmark.data_dir={args.data_dir}"] if args.data_dir else []
@@ -233,8 +250,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.policy == "gold" and not args.experts and not adapter_of(cfg.benchmark).LIVE_EXPERT_ACTION:
         raise UsageError("--policy gold replays experts: pass --experts FILE for the split")
-    generator = make_generator(args.policy, cfg)
+    require({"--policy": args.policy}, {"--experts": args.experts, "--pairs": args.pairs})
     out = Path(args.out)
+    with _lock(out, cfg):
+        return _eval(args, cfg, make_generator(args.policy, cfg), out)
+
+
+def _eval(args: argparse.Namespace, cfg: ExperimentConfig, generator, out: Path) -> int:
+    """The body of :func:`cmd_eval`, under the output folder's lock."""
+    import json
+
+    from nemo_act.evaluation.rollout import evaluate_policy, load_gold
+
     if args.pairs:
         from nemo_act.data.io import read_jsonl, write_text_atomic
         from nemo_act.data.records import Pair
@@ -278,13 +305,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a whole pipeline from one config."""
-    from nemo_act.pipeline import PipelineRunner
-
     cfg = load_config(args.pipeline, args.overrides)
     if os.environ.get("NEMO_ACT_DRY_RUN") == "1":  # the whole plan, nothing run
+        from nemo_act.pipeline import PipelineRunner
+
         PipelineRunner(cfg, args.run_dir).print_plan()
         return 0
-    log = PipelineRunner(cfg, args.run_dir).run(only=args.only)
+    run_inputs(cfg, args.only)  # before the run folder is made
+    with _lock(args.run_dir or cfg.run_dir, cfg):  # before the heavy imports: a second writer stops at once
+        from nemo_act.pipeline import PipelineRunner
+
+        log = PipelineRunner(cfg, args.run_dir).run(only=args.only)
     if args.only == "experts":
         print(f"experts collected: {', '.join(log['experts'])}")
     else:
@@ -359,7 +390,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from nemo_act.demo import run_demo
 
     cfg = load_config(args.config or conf_root() / "demo.yaml", args.overrides)
-    return run_demo(Path(args.out or cfg.run_dir), cfg)
+    with _lock(args.out or cfg.run_dir, cfg):
+        return run_demo(Path(args.out or cfg.run_dir), cfg)
 
 
 CONVERT_TOOLS = ("hf-to-megatron", "megatron-to-hf", "verify")
@@ -572,7 +604,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_libraries()
     try:
         return args.func(args)
-    except (ConfigError, RecordError, UsageError, ValueError, FileNotFoundError, NotImplementedError) as err:
+    except (
+        ConfigError, RecordError, UsageError, ValueError, FileNotFoundError, NotImplementedError, LockedError
+    ) as err:  # fmt: skip
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -387,6 +387,7 @@ class PipelineRunner:
         """
         if only not in (None, "experts", "evaluate"):
             raise ValueError(f"--only {only}: choose experts or evaluate")
+        self.check_inputs(only)
         self.dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.dir / "config.yaml", to_yaml(self.cfg))
         stages = expand(self.cfg.pipeline.stages, self.cfg)
@@ -429,6 +430,12 @@ class PipelineRunner:
             if stage_kind(kind).selection_eval and heldout_pairs is not None:
                 self.log["selection"][Path(ckpt).name] = self.selection(Path(ckpt).name, ckpt, heldout_pairs)
         return self._evaluate(checkpoints)
+
+    def check_inputs(self, only: str | None = None) -> None:
+        """Every model and file the run will load, checked before its first step (:func:`.inputs.run_inputs`)."""
+        from nemo_act.inputs import run_inputs
+
+        run_inputs(self.cfg, only)
 
     def _env_eval_targets(self, checkpoints: list[str]) -> list[tuple[str, str]]:
         """(name, checkpoint) of what ``pipeline.eval.stages`` evaluates in the env.

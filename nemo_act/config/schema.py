@@ -266,6 +266,17 @@ class EnvRuntimeConfig(_Strict):
     )
 
 
+class LockConfig(_Strict):
+    """The one-writer lock of run and data folders (``nemo_act.runlock``)."""
+
+    heartbeat_s: float = Field(gt=0, description="Seconds between the holder's heartbeats in its lock file.")
+    stale_after_s: float = Field(
+        gt=0,
+        description="A holder on another node whose heartbeat has not moved for this long is gone (its lock is "
+        "taken over); on one node the kernel frees the lock of a dead process at once.",
+    )
+
+
 class ClusterShape(_Strict):
     """Nodes and GPUs one cluster-engine stage runs on (NeMo-RL ``cluster``)."""
 
@@ -459,6 +470,7 @@ class ExperimentConfig(_Strict):
     analysis: AnalysisConfig
     eval: EvalConfig
     env: EnvRuntimeConfig
+    lock: LockConfig
     engine: EngineConfig
     train: TrainConfig
     pipeline: PipelineConfig

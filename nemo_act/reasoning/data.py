@@ -103,7 +103,13 @@ def load_problems(name: str, path: str | None) -> list[Problem]:
     from datasets import load_dataset
 
     repo, config, split = HUB[name]
-    rows = load_dataset(repo, config, split=split)
+    try:
+        rows = load_dataset(repo, config, split=split)
+    except ConnectionError as err:  # offline (HF_HUB_OFFLINE=1) and not cached, or no network
+        raise FileNotFoundError(
+            f"{name}: no file given (--data or reasoning.{name}) and the HF hub's {repo} cannot be reached ({err}); "
+            "pass the set's file with --data"
+        ) from None
     if name == "math500":
         return [Problem(id=r["unique_id"], set="math500", question=r["problem"], answer=r["answer"],
                         solution=r.get("solution", "")) for r in rows]  # fmt: skip

@@ -15,18 +15,17 @@ Ray and training, with one line per problem:
 
 from __future__ import annotations
 
-import os
 import platform
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from nemo_act import inputs
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.manifest import manifest_path
 from nemo_act.engines.nemo_rl import interpreters
 from nemo_act.stage_kinds import needs_pairs
 
-NOT_MODELS = ("random", "gold")
 AARCH64_HINT = (
     " On aarch64 (GH200) some simulators have no wheels (ALFWorld's textworld, fast-downward-textworld): "
     "run the env-bound steps on x86 nodes with slurm/env_steps.sub (experts before this job; evaluation "
@@ -46,37 +45,16 @@ class Check:
 def model_refs(cfg: ExperimentConfig) -> list[str]:
     """Every model the pipeline loads (starting point, pair sampler), in order, without repeats."""
     refs = [cfg.pipeline.init or cfg.model.name_or_path, cfg.model.name_or_path, cfg.pipeline.pairs_policy]
-    return list(dict.fromkeys(r for r in refs if r and r not in NOT_MODELS))
-
-
-def _has_weights(folder: Path) -> bool:
-    return any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
+    return list(dict.fromkeys(r for r in refs if r and r not in inputs.NOT_MODELS))
 
 
 def check_model(ref: str) -> Check:
-    """A local HF folder, or a hub name already in the HF cache (offline), with config and weights."""
+    """A local HF folder, or a hub name already in the HF cache (compute nodes are offline), with weights."""
+    problem = inputs.model_problem(ref, offline=True)
+    if problem:
+        return Check(f"model {ref}", False, f"{problem} (slurm/build_image.sub downloads the recipe's models)")
     folder = Path(ref).expanduser()
-    if folder.is_dir() or ref.startswith(("/", ".", "~")):
-        if not (folder / "config.json").is_file() or not _has_weights(folder):
-            return Check(f"model {ref}", False, f"{folder} is not an HF checkpoint (config.json and weights)")
-        return Check(f"model {ref}", True, str(folder))
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
-
-    # read now, not at huggingface_hub's import: the job sets HF_HOME in the container's environment
-    cache = os.environ.get("HF_HUB_CACHE") or str(Path(os.environ.get("HF_HOME", "~/.cache/huggingface")) / "hub")
-    try:
-        snapshot = Path(snapshot_download(ref, cache_dir=Path(cache).expanduser(), local_files_only=True))
-    except (LocalEntryNotFoundError, FileNotFoundError, OSError):
-        return Check(
-            f"model {ref}",
-            False,
-            f"not in the HF cache {cache}: download it once where there is internet "
-            f"(slurm/build_image.sub does, or `hf download {ref}` with the same HF_HOME)",
-        )
-    if not (snapshot / "config.json").is_file() or not _has_weights(snapshot):
-        return Check(f"model {ref}", False, f"{snapshot} lacks config.json or weights: download it again")
-    return Check(f"model {ref}", True, str(snapshot))
+    return Check(f"model {ref}", True, str(folder if folder.is_dir() else inputs.cached_snapshot(ref)))
 
 
 def job_steps(cfg: ExperimentConfig) -> list[str]:

@@ -1,0 +1,62 @@
+"""Inputs checked before the first step (nemo_act/inputs.py): one line per missing model or file, no traceback,
+no hub access offline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nemo_act.config import conf_root
+from nemo_act.inputs import MissingInputs, model_problem, require
+
+
+def test_models_are_folders_with_weights_or_cached_hub_names(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    assert model_problem("random") is None and model_problem("gold") is None
+    assert model_problem(str(tmp_path / "nope")) == f"{tmp_path / 'nope'} does not exist"
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "config.json").write_text("{}")
+    assert "is not an HF checkpoint" in model_problem(str(tmp_path / "half"))
+    (tmp_path / "half" / "model.safetensors").write_bytes(b"x")
+    assert model_problem(str(tmp_path / "half")) is None
+    offline = model_problem("Qwen/Qwen3-8B", offline=True)
+    assert "not in the HF cache" in offline and str(tmp_path / "hf") in offline and "hf download" in offline
+    assert model_problem("Qwen/Qwen3-8B", offline=False) is None  # online: left to the download
+
+
+def test_require_lists_every_problem_on_its_own_line(tmp_path):
+    with pytest.raises(MissingInputs) as err:
+        require({"--policy": str(tmp_path / "m"), "--critic": None}, {"--experts": tmp_path / "e.jsonl"})
+    assert str(err.value).splitlines() == [
+        f"--policy: {tmp_path / 'm'} does not exist",
+        f"--experts: {tmp_path / 'e.jsonl'} does not exist",
+    ]
+    require({"--policy": "random"}, {"--experts": None})  # nothing missing: no error
+
+
+@pytest.mark.heavy
+def test_a_missing_model_stops_the_commands_before_any_step(tmp_path):
+    """`run` with a nonexistent pipeline.init, `pairs` with a nonexistent policy, `eval-reasoning` with a hub name
+    offline: exit 2 with one line per problem, no traceback, nothing written."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    cli = [sys.executable, "-m", "nemo_act.cli"]
+    run = tmp_path / "run"
+    cases = [
+        ([*cli, "run", str(conf_root() / "pipeline" / "il.yaml"), "--run-dir", str(run),
+          "pipeline.init=/nonexistent/ckpt"], ["error: pipeline.init: /nonexistent/ckpt does not exist"]),
+        ([*cli, "pairs", "--experts", str(tmp_path / "experts.jsonl"), "--policy", "/nonexistent/model", "--out",
+          str(tmp_path / "pairs.jsonl")], ["error: --policy: /nonexistent/model does not exist",
+                                           f"--experts: {tmp_path / 'experts.jsonl'} does not exist"]),
+        ([*cli, "eval-reasoning", "math500", "--policy", "reference", "--out", str(tmp_path / "r")],
+         ["error: --policy: reference: no such folder here, and not in the HF cache"]),
+    ]  # fmt: skip
+    for cmd, lines in cases:
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 2, res.stderr[-2000:]
+        assert "Traceback" not in res.stderr
+        got = res.stderr.strip().splitlines()
+        assert len(got) == len(lines) and all(g.startswith(w) for g, w in zip(got, lines, strict=True)), got
+    assert not run.exists() and not (tmp_path / "pairs.jsonl").exists() and not (tmp_path / "r").exists()
