@@ -28,12 +28,19 @@ def _cfg(args: argparse.Namespace, extra: Sequence[str] = ()) -> ExperimentConfi
     return load_config(args.config, [*extra, *args.overrides])
 
 
-def _lock(target: str | Path, cfg: ExperimentConfig):
-    """The one-writer lock of an output folder or file (:mod:`nemo_act.runlock`), to hold in a ``with``."""
+def _lock(target: str | Path, cfg: ExperimentConfig, is_file: bool = False):
+    """The one-writer lock of an output folder (or file) (:mod:`nemo_act.runlock`), to hold in a ``with``.
+
+    Under ``NEMO_ACT_DRY_RUN=1`` (nothing is written) no lock is taken.
+    """
+    import contextlib
+
     from nemo_act.runlock import RunLock
 
+    if os.environ.get("NEMO_ACT_DRY_RUN") == "1":
+        return contextlib.nullcontext()
     command = " ".join(["nemo-act", *sys.argv[1:]])
-    return RunLock(target, command, cfg.lock.heartbeat_s, cfg.lock.stale_after_s)
+    return RunLock(target, is_file, command, cfg.lock.heartbeat_s, cfg.lock.stale_after_s)
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -66,7 +73,7 @@ def cmd_experts(args: argparse.Namespace) -> int:
     if not args.split and not args.from_rollouts:
         raise UsageError("pass --split (collect from the benchmark) or --from-rollouts FILE")
     tasks = [t for t in args.tasks.split(",") if t] if args.tasks else None
-    with _lock(args.out, cfg):
+    with _lock(args.out, cfg, is_file=True):
         if args.from_rollouts:
             from nemo_act.experts import import_rollouts
 
@@ -103,7 +110,7 @@ def cmd_pairs(args: argparse.Namespace) -> int:
 
     cfg = _cfg(args)
     require({"--policy": args.policy}, {"--experts": args.experts})
-    with _lock(args.out, cfg):
+    with _lock(args.out, cfg, is_file=True):
         generator = make_generator(args.policy, cfg)
         summary = collect_pairs(args.experts, generator, cfg, args.out, k=args.k, seed=args.seed)
     c = summary.counts
@@ -183,7 +190,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from nemo_act.stage_kinds import stage_experiment
 
     cfg = _cfg(args)
-    require({"--init": args.init or cfg.model.name_or_path}, {"--data": args.data})
+    if os.environ.get("NEMO_ACT_DRY_RUN") != "1":  # a dry run loads nothing
+        require({"--init": args.init or cfg.model.name_or_path}, {"--data": args.data})
     rows = stage_data.rows_for(args.stage, args.data, stage_experiment(args.stage, cfg))
     with _lock(args.out, cfg):
         out = train_stage(args.stage, args.init or cfg.model.name_or_path, rows, cfg, args.out)

@@ -51,15 +51,10 @@ class Holder:
         return f"pid {self.pid} on {self.host}{job}, started {when}: {self.command}"
 
 
-def lock_path(target: str | Path) -> Path:
-    """The lock file of an output: ``<folder>/.nemo-act.lock`` for a folder, ``<parent>/.<name>.lock`` for a file.
-
-    A path with a suffix (``pairs.jsonl``) is a file output; one without, or an existing folder, a folder.
-    """
+def lock_path(target: str | Path, is_file: bool) -> Path:
+    """The lock file of an output: ``<folder>/.nemo-act.lock`` for a folder, ``<parent>/.<name>.lock`` for a file."""
     target = Path(target)
-    if target.is_dir() or not target.suffix:
-        return target / LOCK_NAME
-    return target.parent / f".{target.name}.lock"
+    return target.parent / f".{target.name}.lock" if is_file else target / LOCK_NAME
 
 
 def _read(fd: int) -> Holder | None:
@@ -82,8 +77,12 @@ def _write(fd: int, holder: Holder) -> None:
 class RunLock:
     """The lock of one output folder or file, held from :meth:`acquire` to :meth:`release`.
 
+    A command that fails before it wrote its output leaves nothing behind: the lock file (and the folder the
+    lock made for it) go again. Only then is the file removed; a finished or interrupted holder keeps it.
+
     Args:
         target: The run/data folder or output file written by the command.
+        is_file: ``target`` is a file (``pairs.jsonl``), not a folder.
         command: What holds it (shown to whoever is refused).
         heartbeat_s: Seconds between heartbeats (config ``lock.heartbeat_s``).
         stale_after_s: A record from another host whose heartbeat has not moved for this long is taken over
@@ -94,24 +93,29 @@ class RunLock:
     def __init__(
         self,
         target: str | Path,
+        is_file: bool,
         command: str,
         heartbeat_s: float,
         stale_after_s: float,
         say=None,
     ):
-        self.path = lock_path(target)
+        self.target = Path(target)
+        self.path = lock_path(target, is_file)
         self.command = command
         self.heartbeat_s = heartbeat_s
         self.stale_after_s = stale_after_s
         self.say = say or (lambda msg: print(msg, file=sys.stderr))
         self._fd: int | None = None
+        self._made: list[Path] = []
         self._me: Holder | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def acquire(self) -> RunLock:
         """Take the lock or raise :class:`LockedError` naming its live holder and how to proceed."""
+        missing = [d for d in (self.path.parent, *self.path.parent.parents) if not d.exists()]
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._made = [self.path, *missing] if not self.path.exists() else missing
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -180,8 +184,12 @@ class RunLock:
             except OSError:  # the folder went away under us: nothing left to guard
                 return
 
-    def release(self) -> None:
-        """Mark the record released and drop the lock (also done by the kernel if the process dies)."""
+    def release(self, failed: bool = False) -> None:
+        """Mark the record released and drop the lock (also done by the kernel if the process dies).
+
+        Args:
+            failed: The command raised; if it wrote nothing, what the lock made is removed.
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -191,11 +199,20 @@ class RunLock:
             _write(self._fd, Holder(**{**asdict(self._me), "released": True, "heartbeat": time.time()}))
         except OSError:
             pass
+        wrote = self.target.exists() and not (
+            self.target.is_dir() and {p.name for p in self.target.iterdir()} <= {LOCK_NAME}
+        )
+        if failed and not wrote:
+            for made in self._made:  # the lock file first, then the folders it needed, innermost first
+                try:
+                    made.unlink() if made == self.path else made.rmdir()
+                except OSError:
+                    break
         os.close(self._fd)
         self._fd = None
 
     def __enter__(self) -> RunLock:
         return self.acquire()
 
-    def __exit__(self, *exc) -> None:
-        self.release()
+    def __exit__(self, exc_type, *exc) -> None:
+        self.release(failed=exc_type is not None)

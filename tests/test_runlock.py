@@ -22,7 +22,7 @@ FAST = {"heartbeat_s": 0.1, "stale_after_s": 0.6}
 
 
 def _lock(target, command="test", say=None, **kw):
-    return RunLock(target, command, **{**FAST, **kw}, say=say)
+    return RunLock(target, False, command, **{**FAST, **kw}, say=say)
 
 
 def _record(folder: Path) -> dict:
@@ -30,10 +30,22 @@ def _record(folder: Path) -> dict:
 
 
 def test_lock_files_of_folders_and_files(tmp_path):
-    assert lock_path(tmp_path / "run") == tmp_path / "run" / LOCK_NAME
-    assert lock_path(tmp_path / "pairs.jsonl") == tmp_path / ".pairs.jsonl.lock"
-    (tmp_path / "v1.0").mkdir()
-    assert lock_path(tmp_path / "v1.0") == tmp_path / "v1.0" / LOCK_NAME  # an existing folder, dot or not
+    assert lock_path(tmp_path / "run", is_file=False) == tmp_path / "run" / LOCK_NAME
+    assert lock_path(tmp_path / "pairs.jsonl", is_file=True) == tmp_path / ".pairs.jsonl.lock"
+
+
+def test_a_command_that_fails_before_writing_leaves_nothing(tmp_path):
+    """A refused or failed command (bad data dir, ...) must not leave a run folder with only a lock in it."""
+    with pytest.raises(RuntimeError), _lock(tmp_path / "a" / "run"):
+        raise RuntimeError("the benchmark data is missing")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(RuntimeError), RunLock(tmp_path / "x.jsonl", True, "t", **FAST):
+        raise RuntimeError("no")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(RuntimeError), _lock(tmp_path / "run"):  # it wrote something, then failed: all kept
+        (tmp_path / "run" / "experts.jsonl.partial").write_text("{}\n")
+        raise RuntimeError("killed half-way")
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [LOCK_NAME, "experts.jsonl.partial"]
 
 
 def test_a_second_writer_is_refused_at_once_naming_the_first(tmp_path):
@@ -64,7 +76,7 @@ def test_the_holder_keeps_a_heartbeat(tmp_path):
 def test_a_holder_killed_with_sigkill_is_taken_over_on_this_host(tmp_path):
     code = (
         "import sys, time\nfrom nemo_act.runlock import RunLock\n"
-        "RunLock(sys.argv[1], 'victim', 30, 120).acquire()\nprint('held', flush=True)\ntime.sleep(600)\n"
+        "RunLock(sys.argv[1], False, 'victim', 30, 120).acquire()\nprint('held', flush=True)\ntime.sleep(600)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
