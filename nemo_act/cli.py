@@ -268,7 +268,7 @@ def _eval(args: argparse.Namespace, cfg: ExperimentConfig, generator, out: Path)
     """The body of :func:`cmd_eval`, under the output folder's lock."""
     import json
 
-    from nemo_act.evaluation.rollout import evaluate_policy, load_gold
+    from nemo_act.evaluation.rollout import evaluate_policy, load_gold, summary_line
 
     if args.pairs:
         from nemo_act.data.io import read_jsonl, write_text_atomic
@@ -303,11 +303,7 @@ def _eval(args: argparse.Namespace, cfg: ExperimentConfig, generator, out: Path)
         envs_per_worker=args.envs_per_worker or cfg.pipeline.eval.envs_per_worker,
         gold=load_gold(args.experts) if args.experts else None,
     )
-    print(
-        f"{res['benchmark']} {res['split']}: {res['episodes']} episodes x {len(res['seeds'])} seeds; "
-        f"score {res['score_mean']:.2f} ± {res['score_std']:.2f}, "
-        f"success {res['completion_mean']:.1f}% ± {res['completion_std']:.1f} -> {out}"
-    )
+    print(f"{summary_line(res)} -> {out}")
     return 0
 
 

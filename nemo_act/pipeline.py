@@ -338,7 +338,7 @@ class PipelineRunner:
 
     def evaluate(self, name: str, checkpoint: str) -> dict[str, Any]:
         """Env evaluation of a checkpoint (``pipeline.eval``)."""
-        from nemo_act.evaluation.rollout import evaluate_policy
+        from nemo_act.evaluation.rollout import evaluate_policy, summary_line
         from nemo_act.generation import make_generator
 
         ev = self.cfg.pipeline.eval
@@ -364,6 +364,7 @@ class PipelineRunner:
         )
         result["fingerprint"] = fp
         write_text_atomic(out / "summary.json", json.dumps(result, indent=2) + "\n")
+        self.console.print(f"evaluation of {name}: {summary_line(result)}")
         return result
 
     # ---- the whole run ----------------------------------------------------------------------------

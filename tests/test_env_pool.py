@@ -12,7 +12,7 @@ from tqdm import tqdm
 from nemo_act.config import load_config
 from nemo_act.data.io import ResumableJsonl
 from nemo_act.evaluation.pool import EnvPool, with_deadline
-from nemo_act.evaluation.rollout import EpisodeRecord, Start, _play, play_starts, summarize
+from nemo_act.evaluation.rollout import EpisodeRecord, Start, _play, aggregate, play_starts, summarize, summary_line
 from nemo_act.generation import RandomGenerator
 
 
@@ -81,6 +81,33 @@ def test_a_hung_step_ends_its_worker_and_the_others_answer():
         assert pool.restarts == 1
 
 
+def test_a_stopped_worker_is_replaced_within_one_call_deadline_whatever_its_batch():
+    """SIGSTOP: the worker's own timer cannot fire, so the parent's deadline is what finds it. It holds per call:
+    with 4 envs per worker (a batch of 4 calls) the worker is given up call_timeout + GRACE_S after its last
+    answer, not after 4 x call_timeout (issue 25: 1,230 s at the defaults before)."""
+    import os
+    import signal
+
+    from nemo_act.evaluation.pool import GRACE_S
+
+    timeout = 3.0
+    with EnvPool(SleepyEnv, workers=2, envs_per_worker=4, call_timeout=timeout) as pool:
+        pool.run({s: ("reset", ("ok", 0)) for s in range(8)})  # both workers warm (envs built, answered)
+        os.kill(pool._procs[0].pid, signal.SIGSTOP)
+        try:
+            start = time.monotonic()
+            out = pool.run({s: ("step", ("wait",)) for s in range(8)})
+            took = time.monotonic() - start
+        finally:
+            os.kill(pool._procs[0].pid, signal.SIGCONT)  # a new worker by now; the old one was killed
+        assert set(out) == {4, 5, 6, 7} and all(v["observation"] == "ok at 1" for v in out.values())
+        assert timeout + GRACE_S - 0.5 <= took < timeout + 10, took
+        lost = pool.pop_lost_slots()
+        assert set(lost) == {0, 1, 2, 3} and all("no answer within" in r for r in lost.values())
+        assert pool.restarts == 1
+        assert pool.run({0: ("reset", ("ok", 1))})[0]["observation"] == "ok at 0"  # the new worker works
+
+
 def test_imap_replays_a_hung_call_then_reports_it_failed():
     from functools import partial
 
@@ -110,8 +137,15 @@ def test_evaluation_records_a_hung_episode_as_failed_and_finishes_the_rest(hang_
     assert (
         not hung.success and hung.max_score == 0 and "past its deadline" in hung.failed and "(2 times)" in hung.failed
     )
+    assert len(hung.replays) == 1 and "past its deadline" in hung.replays[0]  # started again once, then failed
+    assert records["a"].replays == [] or "past its deadline" in records["a"].replays[0]  # a neighbour of the hang
     summary = summarize(list(log.records), 0)
     assert summary["failed"] == {"scienceworld/hang/0": hung.failed} and summary["episodes"] == 3
+    assert summary["replays"] == sum(len(r.replays) for r in records.values()) >= 1
+    result = aggregate([summary]) | {"benchmark": "scienceworld", "split": "test"}
+    assert result["failed"] == 1 and result["replays"] == summary["replays"]
+    line = summary_line(result)
+    assert f"1 episodes failed (score 0), {summary['replays']} replayed on a new env worker" in line
 
 
 def test_branched_starts_play_on_from_their_first_action_and_a_lost_one_is_recorded(tmp_path):

@@ -11,7 +11,11 @@ Evaluation and expert collection both run their envs here. Two ways to use it:
 **No env call hangs the run.** With ``call_timeout`` set, a worker arms a real-time timer around every
 env call (``setitimer``) with SIGALRM's default action, so the kernel ends the worker when a call runs
 past its deadline, even inside C code or a JVM round trip that never returns (known ALFWorld and
-ScienceWorld failures); the parent also stops waiting at the deadline plus a grace period. A worker
+ScienceWorld failures). The parent holds the same deadline per call, not per batch: a worker answers each
+call as it finishes, and one whose next answer is more than ``call_timeout`` + :data:`GRACE_S` late (a
+worker stopped with SIGSTOP, whose own timer cannot fire; a wedged pipe) is given up, whatever the number of
+calls it was handed (its first answer after a start also allows for the start and one ``call_timeout`` for
+building its envs, which runs under the same timer). A worker
 that dies (deadline, killed, out of memory, a crashed JVM) is restarted with fresh envs; the slots it
 held are reported with the reason by :meth:`EnvPool.pop_lost_slots` so the caller can replay their
 episodes. :func:`with_deadline` gives objects that make many env calls per pool call (an expert
@@ -29,7 +33,8 @@ from multiprocessing.connection import wait
 from typing import Any
 
 Command = tuple[int, str, tuple]  # (local env index, "reset" | "step" | any env method, args)
-GRACE_S = 30.0  # the parent waits this much past a batch's deadlines before it gives a worker up
+GRACE_S = 5.0  # the parent waits this much past a call's deadline (the worker's own timer fires first)
+START_S = 30.0  # and this much more for a new worker's first answer (interpreter start and imports: no timer yet)
 
 
 def _arm(seconds: float | None) -> None:
@@ -84,7 +89,8 @@ def _worker(conn, factory: Callable[[], Any], n_envs: int, call_timeout: float |
             msg = conn.recv()
             if msg is None:
                 break
-            conn.send(_run_commands(envs, msg))
+            for command in msg:  # one answer per call, as each finishes: the parent's deadline is per call
+                conn.send(_run_commands(envs, [command])[0])
     finally:
         for env in envs:
             env.close()
@@ -125,9 +131,11 @@ class EnvPool:
         self.call_timeout = call_timeout
         self.restarts = 0
         self._lost: dict[int, str] = {}
+        self._fresh: set[int] = set()  # workers that have not answered since they started (still building envs)
         self._setup()
         for w in range(workers):
             self._start(w)
+            self._fresh.add(w)
 
     # ---- transport: worker processes on this node -------------------------------------------------
     def _setup(self) -> None:
@@ -163,12 +171,12 @@ class EnvPool:
             return False
 
     def _poll(self, ws: list[int], timeout: float | None) -> set[int]:
-        """The workers of ``ws`` with an answer (or gone), waiting up to ``timeout`` for the first."""
+        """The workers of ``ws`` with their next answer ready (or gone), waiting up to ``timeout`` for the first."""
         ready = wait([self._conns[w] for w in ws], timeout=timeout)
         return {w for w in ws if self._conns[w] in ready}
 
     def _take(self, w: int) -> Any:
-        """Worker ``w``'s answer; EOFError when it died."""
+        """Worker ``w``'s next answer, one call's ``(status, value)``; EOFError when it died."""
         try:
             return self._conns[w].recv()
         except (EOFError, ConnectionResetError, OSError):
@@ -191,55 +199,75 @@ class EnvPool:
         died = self._stop(w)
         reason = reason or died
         self._start(w)
+        self._fresh.add(w)
         self.restarts += 1
         for slot in range(w * self.envs_per_worker, (w + 1) * self.envs_per_worker):
             self._lost[slot] = reason
         return reason
 
-    def _budget(self, n_calls: int) -> float | None:
-        """How long the parent waits for ``n_calls`` calls of one worker (None: for ever)."""
-        return None if not self.call_timeout else n_calls * self.call_timeout + GRACE_S
+    def _allowance(self, w: int) -> float | None:
+        """How long the parent waits for worker ``w``'s next answer (None: for ever).
 
-    def _recv(self, w: int, timeout: float | None) -> Any:
-        """A worker's answer; raises EOFError when it died or did not answer in time (then it is restarted)."""
-        if timeout is not None and not self._poll([w], timeout):
-            self._restart(w, f"no answer within {timeout:g} s (env.call_timeout_s={self.call_timeout:g})")
-            raise EOFError("timeout")
-        try:
-            return self._take(w)
-        except EOFError:
-            self._restart(w)
-            raise
+        One call's deadline plus :data:`GRACE_S`; for a worker that has not answered since it started, also
+        its start (:data:`START_S`) and one more deadline for building its envs.
+        """
+        if not self.call_timeout:
+            return None
+        if w in self._fresh:
+            return 2 * self.call_timeout + GRACE_S + START_S
+        return self.call_timeout + GRACE_S
+
+    def _late(self, w: int, waited: float) -> str:
+        return f"no answer within {waited:.0f} s (env.call_timeout_s={self.call_timeout:g})"
 
     def run(self, calls: dict[int, tuple[str, tuple]]) -> dict[int, Any]:
         """Run ``{slot: (method, args)}`` on the envs, workers in parallel; return ``{slot: result}``.
 
-        Slots of a worker that died or ran past its deadline are missing from the result; the worker
+        Slots of a worker that died or ran past a call's deadline are missing from the result; the worker
         is restarted and all its slots (also those not in ``calls``) are listed by :meth:`pop_lost_slots`.
 
         Raises:
             RuntimeError: An env raised; the message names the slot and the error.
         """
-        per_worker: dict[int, list[tuple[int, Command]]] = {}
-        for slot, (method, args) in calls.items():
-            w, local = divmod(slot, self.envs_per_worker)
-            per_worker.setdefault(w, []).append((slot, (local, method, args)))
-        dead = {w for w, items in per_worker.items() if not self._send(w, [cmd for _, cmd in items])}
-        sent = time.monotonic()
-        out: dict[int, Any] = {}
-        for w, items in per_worker.items():
-            if w in dead:
+        per_worker: dict[int, list[int]] = {}
+        for slot in calls:
+            per_worker.setdefault(slot // self.envs_per_worker, []).append(slot)
+        waiting: dict[int, tuple[collections.deque[int], float]] = {}  # worker -> (slots to answer, since)
+        for w, slots in per_worker.items():
+            msg = [(slot % self.envs_per_worker, *calls[slot]) for slot in slots]
+            if self._send(w, msg):
+                waiting[w] = (collections.deque(slots), time.monotonic())
+            else:
                 self._restart(w)
-                continue
-            budget = self._budget(len(items))
-            try:
-                results = self._recv(w, None if budget is None else max(0.0, sent + budget - time.monotonic()))
-            except EOFError:
-                continue
-            for (slot, _), (status, value) in zip(items, results, strict=True):
+        out: dict[int, Any] = {}
+        while waiting:
+            now = time.monotonic()
+            deadlines = {w: since + a for w, (_, since) in waiting.items() if (a := self._allowance(w)) is not None}
+            timeout = max(0.0, min(deadlines.values()) - now) if deadlines else None
+            ready = self._poll(list(waiting), timeout)
+            now = time.monotonic()
+            for w in list(waiting):
+                slots, since = waiting[w]
+                if w not in ready:
+                    if w in deadlines and now >= deadlines[w]:
+                        del waiting[w]
+                        self._restart(w, self._late(w, now - since))
+                    continue
+                try:
+                    status, value = self._take(w)
+                except EOFError:
+                    del waiting[w]
+                    self._restart(w)
+                    continue
+                self._fresh.discard(w)
+                slot = slots.popleft()
                 if status != "ok":
                     raise RuntimeError(f"env slot {slot}: {value}")
                 out[slot] = value
+                if slots:
+                    waiting[w] = (slots, now)
+                else:
+                    del waiting[w]
         return out
 
     def imap(
@@ -252,27 +280,35 @@ class EnvPool:
         ``max_restarts`` times (each loss restarts the worker and replays the call on it).
         """
         pending = collections.deque(calls)
-        busy: dict[int, tuple[Hashable, str, tuple, float | None]] = {}
+        busy: dict[int, tuple[Hashable, str, tuple, float, float | None]] = {}  # w -> call, sent, deadline
         losses: dict[Hashable, int] = collections.Counter()
         idle = list(range(self.workers))
         while pending or busy:
             while idle and pending:
                 w, (key, method, args) = idle.pop(), pending.popleft()
-                budget = self._budget(1)
-                busy[w] = (key, method, args, None if budget is None else time.monotonic() + budget)
+                allowance, sent = self._allowance(w), time.monotonic()
+                busy[w] = (key, method, args, sent, None if allowance is None else sent + allowance)
                 self._send(w, [(0, method, args)])  # a dead worker shows as lost below
             deadlines = [d for *_, d in busy.values() if d is not None]
             timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             ready = self._poll(list(busy), timeout)
             for w in list(busy):
-                key, method, args, deadline = busy[w]
+                key, method, args, sent, deadline = busy[w]
                 late = deadline is not None and time.monotonic() >= deadline
                 if w not in ready and not late:
                     continue
                 del busy[w]
                 idle.append(w)
                 try:
-                    ((status, value),) = self._recv(w, 0.0 if late and w not in ready else None)
+                    if w not in ready:
+                        self._restart(w, self._late(w, time.monotonic() - sent))
+                        raise EOFError("timeout")
+                    try:
+                        status, value = self._take(w)
+                    except EOFError:
+                        self._restart(w)
+                        raise
+                    self._fresh.discard(w)
                 except EOFError:
                     reason = self._lost.pop(w * self.envs_per_worker, "env worker lost")
                     self.pop_lost_slots()

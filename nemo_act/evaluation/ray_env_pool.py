@@ -5,8 +5,8 @@ Ray actor (one CPU, ``scheduling_strategy="SPREAD"``, so workers land on every n
 filling the head's cores first), holding ``envs_per_worker`` envs. Everything else is the pool's own logic:
 one batch of calls per worker per env step, the same per-call deadline inside the worker (``setitimer``
 with SIGALRM's default action ends the actor's process, even in C code or a JVM round trip), the parent's
-budget per batch, a dead worker replaced with fresh envs and its slots reported for replay, ``imap`` with
-replays and a final ``failed``.
+deadline per call (each call of a batch is its own actor task, answered in order), a dead worker replaced
+with fresh envs and its slots reported for replay, ``imap`` with replays and a final ``failed``.
 
 Actors run the driver's interpreter and environment (``runtime_env.py_executable``, as NeMo-RL's worker
 groups do: ``nemo_rl/distributed/worker_groups.py:493,566``; ``actor_env``); the Ray cluster is the one
@@ -15,6 +15,7 @@ groups do: ``nemo_rl/distributed/worker_groups.py:493,566``; ``actor_env``); the
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import socket
@@ -80,7 +81,7 @@ class RayEnvPool(EnvPool):
             runtime_env={"py_executable": sys.executable, "env_vars": actor_env()},
         )
         self._actors: list[Any] = [None] * self.workers
-        self._refs: dict[int, tuple[Any, float]] = {}  # worker -> (answer ref, sent at)
+        self._refs: dict[int, collections.deque[tuple[Any, float]]] = {}  # worker -> (answer ref, sent at), in order
         self._why: dict[int, str] = {}
 
     def _start(self, w: int) -> None:
@@ -94,13 +95,14 @@ class RayEnvPool(EnvPool):
         return self._why.pop(w, "env worker died")
 
     def _send(self, w: int, msg: list[Command]) -> bool:
-        self._refs[w] = (self._actors[w].run.remote(msg), time.monotonic())
+        now = time.monotonic()  # one task per call: an actor runs its tasks in order, one at a time
+        self._refs[w] = collections.deque((self._actors[w].run.remote([command]), now) for command in msg)
         return True
 
     def _poll(self, ws: list[int], timeout: float | None) -> set[int]:
         import ray
 
-        refs = {self._refs[w][0]: w for w in ws if w in self._refs}
+        refs = {self._refs[w][0][0]: w for w in ws if self._refs.get(w)}
         if not refs:
             return set()
         first, _ = ray.wait(list(refs), num_returns=1, timeout=timeout)
@@ -113,9 +115,9 @@ class RayEnvPool(EnvPool):
         import ray
         from ray.exceptions import RayActorError
 
-        ref, sent = self._refs.pop(w)
+        ref, sent = self._refs[w].popleft()
         try:
-            return ray.get(ref)
+            return ray.get(ref)[0]
         except RayActorError as err:
             late = self.call_timeout and time.monotonic() - sent >= self.call_timeout
             self._why[w] = (

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
 from nemo_act.benchmarks.base import Observation, adapter_of, as_observation
@@ -56,6 +56,7 @@ class EpisodeRecord(BaseModel):
     final_score: float
     success: bool
     failed: str | None = None  # why the episode could not be played (its env kept hanging or dying)
+    replays: list[str] = Field(default_factory=list)  # why it was started again on a new worker, each time
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,7 @@ def _play(
     """
     live: dict[int, _Live] = {}
     free = list(range(min(pool.size, len(queue))))
-    restarts: dict[str, int] = {}
+    replays: dict[str, list[str]] = {}  # episode -> why it was started again, each time
     starting: dict[int, Start] = {}
 
     def requeue_lost() -> None:
@@ -220,16 +221,20 @@ def _play(
             if s not in live and s not in starting:
                 continue  # an idle slot: nothing was lost
             ep = live.pop(s).start if s in live else starting[s]
-            restarts[ep.key] = restarts.get(ep.key, 0) + 1
+            replays.setdefault(ep.key, []).append(reason)
             free.append(s)
-            if restarts[ep.key] > cfg.env.max_restarts:
-                log.append([_failed(ep, seed, f"{reason} ({restarts[ep.key]} times)")])
+            n = len(replays[ep.key])
+            if n > cfg.env.max_restarts:
+                log.append([_failed(ep, seed, f"{reason} ({n} times)", replays[ep.key][:-1])])
                 bar.update(1)
+                bar.write(f"[nemo-act] episode {ep.key} failed: {reason} ({n} times)")
             else:
                 queue.insert(0, ep)
+                bar.write(f"[nemo-act] env worker replaced ({reason}); episode {ep.key} starts again")
 
     def finish(slot: int) -> None:
-        log.append([_record(live.pop(slot), seed)])
+        ep = live.pop(slot)
+        log.append([_record(ep, seed, replays.get(ep.start.key, []))])
         free.append(slot)
         bar.update(1)
         bar.set_postfix(success=f"{sum(r.success for r in log.records)}/{len(log.records)}")
@@ -318,7 +323,7 @@ def _request(ep: _Live, cfg: ExperimentConfig, gold: dict[str, Trajectory] | Non
     )
 
 
-def _record(ep: _Live, seed: int) -> EpisodeRecord:
+def _record(ep: _Live, seed: int, replays: list[str]) -> EpisodeRecord:
     final = ep.view.score
     return EpisodeRecord(
         episode_id=ep.start.key,
@@ -329,10 +334,11 @@ def _record(ep: _Live, seed: int) -> EpisodeRecord:
         max_score=max(ep.max_score, 0.0),
         final_score=final,
         success=ep.max_score >= 100,
+        replays=replays,
     )
 
 
-def _failed(start: Start, seed: int, reason: str) -> EpisodeRecord:
+def _failed(start: Start, seed: int, reason: str, replays: list[str] | None = None) -> EpisodeRecord:
     """The record of an episode that could not be played: no steps, score 0, the reason."""
     return EpisodeRecord(
         episode_id=start.key,
@@ -344,6 +350,7 @@ def _failed(start: Start, seed: int, reason: str) -> EpisodeRecord:
         final_score=0.0,
         success=False,
         failed=reason,
+        replays=replays or [],
     )
 
 
@@ -354,6 +361,7 @@ def summarize(records: Sequence[EpisodeRecord], seed: int) -> dict[str, Any]:
         "seed": seed,
         "episodes": n,
         "failed": {r.episode_id: r.failed for r in records if r.failed},
+        "replays": sum(len(r.replays) for r in records),  # episodes started again on a new env worker
         "score": sum(r.max_score for r in records) / n if n else float("nan"),
         "completion": proportion(sum(r.success for r in records), n),
         "mean_steps": sum(len(r.steps) for r in records) / n if n else float("nan"),
@@ -370,12 +378,27 @@ def aggregate(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {
         "seeds": [s["seed"] for s in summaries],
         "episodes": summaries[0]["episodes"] if summaries else 0,
+        "failed": sum(len(s["failed"]) for s in summaries),  # episodes over all seeds
+        "replays": sum(s.get("replays", 0) for s in summaries),
         "score_mean": score[0],
         "score_std": score[1],
         "completion_mean": completion[0],
         "completion_std": completion[1],
         "per_seed": list(summaries),
     }
+
+
+def summary_line(result: dict[str, Any]) -> str:
+    """The one line an evaluation ends with: episodes, score, success, and what went wrong with the envs."""
+    line = (
+        f"{result['benchmark']} {result['split']}: {result['episodes']} episodes x {len(result['seeds'])} seeds; "
+        f"score {result['score_mean']:.2f} ± {result['score_std']:.2f}, "
+        f"success {result['completion_mean']:.1f}% ± {result['completion_std']:.1f}"
+    )
+    failed, replays = result.get("failed", 0), result.get("replays", 0)
+    if failed or replays:
+        line += f"; {failed} episodes failed (score 0), {replays} replayed on a new env worker (see summary.json)"
+    return line
 
 
 def list_episodes(
