@@ -49,7 +49,8 @@ def results_table(runs: Sequence[dict[str, Any]]) -> tuple[Table, list[dict[str,
         for ev in (run.get("eval") or {}).values():
             bench = ev.get("benchmark_title", ev["benchmark"])  # the benchmark config's title
             key = f"{bench} {ev['split']}"
-            row[f"{key} score"] = _pm(ev["score_mean"], ev["score_std"])
+            failed = ev.get("failed", 0)  # episodes that could not be played count 0: say so beside the score
+            row[f"{key} score"] = _pm(ev["score_mean"], ev["score_std"]) + (f" ({failed} failed)" if failed else "")
             row[f"{key} completion %"] = _pm(ev["completion_mean"], ev["completion_std"])
         sel = run.get("selection") or {}
         act = [k for k in sel if k != "init"]

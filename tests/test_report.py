@@ -82,3 +82,15 @@ def test_unfinished_run_is_named(tmp_path):
         load_run(tmp_path)
     (tmp_path / "run.json").write_text(json.dumps({"pipeline": "x", "stages": []}))
     assert load_run(tmp_path)["metrics"] == {}
+
+
+def test_failed_episodes_are_named_beside_the_score():
+    """An episode whose env kept dying scores 0; the table says how many there were, not only the lower mean."""
+    from nemo_act.report import results_table
+
+    ev = {"benchmark": "scienceworld", "split": "test", "score_mean": 40.0, "score_std": 1.0,
+          "completion_mean": 50.0, "completion_std": 0.0}  # fmt: skip
+    runs = [{"pipeline": "a", "eval": {"final": {**ev, "failed": 2}}}, {"pipeline": "b", "eval": {"final": ev}}]
+    _, rows = results_table(runs)
+    assert rows[0]["scienceworld test score"] == "40.00 ± 1.00 (2 failed)"
+    assert rows[1]["scienceworld test score"] == "40.00 ± 1.00"
