@@ -10,7 +10,9 @@ Run folder layout (``run_dir``)::
     stages/02_il/ ...
     eval/<stage>/               env evaluation (seed_<s>/episodes.jsonl, summary.json)
     selection/<stage>.json      held-out selection accuracy (free and forced choice)
-    run.json                    what ran, what was skipped, final summaries
+    run.json                    what ran, what was skipped, final summaries; ``history``: every invocation
+    invocations.jsonl           one line per event of every invocation (started, each stage, finished or
+                                failed), appended and fsynced as it happens: a killed run leaves its trace
 
 A stage is skipped when its ``stage.json`` says complete and its fingerprint (stage kind,
 starting checkpoint's fingerprint, data hash, the stage's hyperparameters, prompt and reward
@@ -25,7 +27,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -144,6 +148,7 @@ class PipelineRunner:
         self.console = console or Console()
         self.init = cfg.pipeline.init or cfg.model.name_or_path
         self.log: dict[str, Any] = {"pipeline": cfg.pipeline.name, "stages": [], "started": time.time()}
+        self._invocation = f"{self.log['started']:.3f}-{os.getpid()}"
         # Cluster engine: GPU generation (pairs, selection, eval; vLLM) runs in its own process, as
         # training does, so no engine keeps GPU memory that the next stage's NeMo-RL job needs.
         self.isolate = cfg.engine.name == "nemo_rl"
@@ -275,6 +280,7 @@ class PipelineRunner:
                 self.console.print(f"[green]skip[/] {out.name}: finished with the same inputs and config")
                 shutil.rmtree(out / "checkpoints", ignore_errors=True)  # left by a kill right after the marker
                 self.log["stages"].append({"stage": out.name, "status": "skipped", "path": str(out)})
+                self._event("stage", stage=out.name, status="skipped")
                 return str(out)
             if info["fingerprint"] != fp:
                 self.console.print(f"[yellow]restart[/] {out.name}: inputs or config changed")
@@ -284,6 +290,7 @@ class PipelineRunner:
         out.mkdir(parents=True, exist_ok=True)
         info = {"kind": kind, "init": init, "data": str(data), "fingerprint": fp, "complete": False}
         write_text_atomic(marker, json.dumps(info, indent=2) + "\n")
+        self._event("stage", stage=out.name, status="resuming" if resumed else "training")
         if rows is None:
             rows = stage_data.rows_for(kind, data, stage_experiment(kind, self.cfg))
         if not rows:
@@ -305,7 +312,43 @@ class PipelineRunner:
                 "seconds": info["seconds"],
             }
         )
+        self._event("stage", stage=out.name, status="resumed" if resumed else "trained", seconds=info["seconds"])
         return str(out)
+
+    # ---- the invocation log -----------------------------------------------------------------------
+    def _event(self, event: str, **fields: Any) -> None:
+        """Append one event of this invocation to ``invocations.jsonl`` (flushed and fsynced)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"invocation": self._invocation, "event": event, "time": time.time(), **fields})
+        with open(self.dir / "invocations.jsonl", "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def history(self) -> list[dict[str, Any]]:
+        """Every invocation of this run folder, oldest first.
+
+        Each: when it started and ended, how (``finished``, ``failed: <error>``, or ``interrupted``: killed
+        before it could say), and each stage's last status (``training``/``resuming`` when cut short there).
+        """
+        path = self.dir / "invocations.jsonl"
+        runs: dict[str, dict[str, Any]] = {}
+        for raw in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
+            try:
+                e = json.loads(raw)
+            except ValueError:  # a line cut short by a kill
+                continue
+            run = runs.setdefault(
+                e["invocation"], {"started": e["time"], "ended": None, "outcome": "interrupted", "stages": {}}
+            )
+            if e["event"] == "started":
+                run.update(only=e.get("only"), host=e.get("host"), pid=e.get("pid"))
+            elif e["event"] == "stage":
+                run["stages"][e["stage"]] = e["status"]
+            elif e["event"] in ("finished", "failed"):
+                run["ended"] = e["time"]
+                run["outcome"] = e["event"] if e["event"] == "finished" else f"failed: {e.get('error', '')}"
+        return list(runs.values())
 
     # ---- evaluation -------------------------------------------------------------------------------
     def selection(self, name: str, checkpoint: str, heldout_pairs: Path) -> dict[str, Any]:
@@ -389,6 +432,16 @@ class PipelineRunner:
         if only not in (None, "experts", "evaluate"):
             raise ValueError(f"--only {only}: choose experts or evaluate")
         self.check_inputs(only)
+        self._event("started", only=only, host=socket.gethostname(), pid=os.getpid())
+        try:
+            log = self._run(only)
+        except BaseException as err:  # KeyboardInterrupt too; a kill -9 leaves the invocation open
+            self._event("failed", error=f"{type(err).__name__}: {str(err)[:500]}")
+            raise
+        self._event("finished")
+        return log
+
+    def _run(self, only: str | None) -> dict[str, Any]:
         self.dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.dir / "config.yaml", to_yaml(self.cfg))
         stages = expand(self.cfg.pipeline.stages, self.cfg)
@@ -459,6 +512,10 @@ class PipelineRunner:
         self.log["eval"] = {name: self.evaluate(name, c) for name, c in which}
         self.log["final_checkpoint"] = checkpoints[-1] if checkpoints else self.init
         self.log["finished"] = time.time()
+        history = self.history()
+        if history:  # this invocation: it is about to say so in invocations.jsonl
+            history[-1].update(ended=self.log["finished"], outcome="finished")
+        self.log["history"] = history
         write_text_atomic(self.dir / "run.json", json.dumps(self.log, indent=2, default=str) + "\n")
         return self.log
 

@@ -191,6 +191,13 @@ def test_runner_skips_finished_stages_and_retrains_changed_ones(tiny_model_dir, 
     assert [s["status"] for s in changed["stages"]] == ["trained", "trained"]
     info = json.loads((tmp_path / "run" / "stages" / "02_il" / "stage.json").read_text())
     assert info["complete"] and info["init"].endswith("01_il")
+    history = json.loads((tmp_path / "run" / "run.json").read_text())["history"]  # every invocation, not the last
+    assert [h["outcome"] for h in history] == ["finished"] * 3
+    assert [h["stages"] for h in history] == [
+        {"01_il": "trained", "02_il": "trained"},
+        {"01_il": "skipped", "02_il": "skipped"},
+        {"01_il": "trained", "02_il": "trained"},
+    ]
 
 
 @pytest.mark.heavy
@@ -229,6 +236,9 @@ def test_killed_stage_resumes_from_its_last_checkpoint(tiny_model_dir, sw_expert
     assert res.returncode == 0, res.stderr[-3000:]
     log = json.loads((run / "run.json").read_text())
     assert log["stages"][0]["status"] == "resumed"
+    killed, resumed = log["history"]  # the killed invocation is in the record too
+    assert killed["outcome"] == "interrupted" and killed["ended"] is None and killed["stages"] == {"01_il": "training"}
+    assert resumed["outcome"] == "finished" and resumed["stages"] == {"01_il": "resumed"}
     history = [json.loads(x) for x in (run / "stages" / "01_il" / "metrics.jsonl").read_text().splitlines()]
     assert max(h["step"] for h in history) == 30
     assert not ckpts.exists()  # cleaned once the stage finished

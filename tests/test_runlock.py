@@ -215,3 +215,19 @@ def test_two_runs_on_one_folder(tiny_model_dir, sw_experts, tmp_path):
     assert f"taking over from a process that is gone (pid {victim.pid}" in err
     assert json.loads((run / "run.json").read_text())["stages"][0]["status"] == "resumed"
     assert _record(run)["pid"] == again.pid and _record(run)["released"]
+
+
+def test_a_failed_invocation_is_in_the_run_history(tmp_path):
+    """run.json's history (from invocations.jsonl) keeps an invocation that failed, with its error."""
+    from nemo_act.config import load_config
+    from nemo_act.data.io import RecordError
+    from nemo_act.pipeline import PipelineRunner
+
+    bad = tmp_path / "experts.jsonl"
+    bad.write_text('{"trajectory_id": "x"}\n')
+    cfg = load_config(overrides=["pipeline.init=random", f"pipeline.experts.path={bad}", "pipeline.stages=[il]"])
+    runner = PipelineRunner(cfg, tmp_path / "run")
+    with pytest.raises((RecordError, ValueError)):
+        runner.run()
+    (only,) = runner.history()
+    assert only["outcome"].startswith("failed: ") and "experts.jsonl" in only["outcome"] and only["ended"]
