@@ -215,6 +215,14 @@ def cmd_eval_reasoning(args: argparse.Namespace) -> int:
     with _lock(args.out, cfg):
         r = evaluate_reasoning(make_generator(args.policy, cfg), cfg, problems, args.out, seeds)
     chance = f" (chance {100 * r['chance']:.0f}%)" if r["chance"] else ""
+    total = r["problems"] * len(r["seeds"])
+    if r["unanswered"]:
+        print(
+            f"warning: {r['unanswered']} of {total} responses gave no answer to grade (counted wrong)"
+            + (f"; none did: does {args.policy} write answers? (the random policy writes none)"
+               if r["unanswered"] == total else ""),
+            file=sys.stderr,
+        )  # fmt: skip
     print(
         f"{args.set}: {r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f} % over seeds {r['seeds']}, "
         f"{r['problems']} problems{chance} -> {Path(args.out) / 'summary.json'}"
@@ -345,8 +353,16 @@ def cmd_cluster_check(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Check a cluster recipe's layout and estimate memory per GPU; exit 1 when a rule refuses it."""
+    from omegaconf import DictConfig, OmegaConf
+
     from nemo_act.engines.nemo_rl.layout import plan, print_plan
 
+    raw = OmegaConf.load(args.pipeline) if Path(args.pipeline).is_file() else None
+    if raw is not None and (not isinstance(raw, DictConfig) or "defaults" not in raw):
+        raise UsageError(
+            f"{args.pipeline}: not a cluster recipe (it composes no config: no `defaults:` list); recipes are "
+            "conf/recipes/<benchmark>/*.yaml, e.g. conf/recipes/alfworld/act-qwen3-8b-4n4g-megatron.yaml"
+        )
     cfg = load_config(args.pipeline, args.overrides)
     result = plan(cfg)
     print_plan(cfg, result)
@@ -611,7 +627,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (
         ConfigError, RecordError, UsageError, ValueError, FileNotFoundError, NotImplementedError, LockedError
     ) as err:  # fmt: skip
-        print(f"error: {err}", file=sys.stderr)
+        if isinstance(err, OSError) and err.filename is not None and err.strerror:  # not "[Errno 2] ..."
+            print(f"error: {err.filename}: {err.strerror.lower()}", file=sys.stderr)
+        else:
+            print(f"error: {err}", file=sys.stderr)
         return 2
 
 

@@ -37,6 +37,23 @@ def test_require_lists_every_problem_on_its_own_line(tmp_path):
     require({"--policy": "random"}, {"--experts": None})  # nothing missing: no error
 
 
+def test_plan_on_a_yaml_that_is_not_a_recipe_says_so_in_one_line(tmp_path, capsys):
+    from nemo_act.cli import main
+
+    other = tmp_path / "other.yaml"
+    other.write_text("foo: 1\nbar: {baz: 2}\n")
+    assert main(["plan", str(other)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {other}: not a cluster recipe") and "conf/recipes/" in err[0]
+
+
+def test_a_missing_file_is_named_without_errno(tmp_path, capsys):
+    from nemo_act.cli import main
+
+    assert main(["show", "--pairs", str(tmp_path / "nope.jsonl")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'nope.jsonl'}: no such file or directory"
+
+
 @pytest.mark.heavy
 def test_a_missing_model_stops_the_commands_before_any_step(tmp_path):
     """`run` with a nonexistent pipeline.init, `pairs` with a nonexistent policy, `eval-reasoning` with a hub name

@@ -186,3 +186,20 @@ def test_cli_runs_the_tiny_model_on_math500(tiny_model_dir, math500, tmp_path):
     assert [s["problems"] for s in summary["per_seed"]] == [6, 6]
     assert f"math500: {summary['accuracy_mean']:.2f} ± {summary['accuracy_std']:.2f} %" in proc.stdout
     assert Path(tmp_path / "out" / "seed_1" / "answers.jsonl").exists()
+    assert summary["unanswered"] == sum(s["unanswered"] for s in summary["per_seed"])
+    assert ("gave no answer to grade" in proc.stderr) == (summary["unanswered"] > 0)
+
+
+@pytest.mark.heavy
+def test_a_policy_that_answers_nothing_is_warned_about(math500, tmp_path):
+    """`--policy random` writes no answers: 0.00 % is printed with a warning saying why, not silently."""
+    cmd = [
+        sys.executable, "-m", "nemo_act.cli", "eval-reasoning", "math500", "--policy", "random", "--data", str(math500),
+        "--limit", "3", "--seeds", "0", "--out", str(tmp_path / "out"),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "math500: 0.00 ± 0.00 %" in proc.stdout
+    assert "warning: 3 of 3 responses gave no answer to grade (counted wrong); none did: does random write" in (
+        proc.stderr
+    )

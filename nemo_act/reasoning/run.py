@@ -132,6 +132,7 @@ def evaluate_reasoning(
         "accuracy_mean": mean,
         "accuracy_std": std,
         "chance": CHANCE[problems[0].set],
+        "unanswered": sum(s["unanswered"] for s in per_seed),  # responses with no answer to grade (counted wrong)
         "sampling": cfg.reasoning.sampling.model_dump(),
         "per_seed": per_seed,
     }
