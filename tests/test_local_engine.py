@@ -91,22 +91,25 @@ def test_each_stage_trains_a_few_steps_and_writes_a_checkpoint(
 
 
 def test_zero_variance_watch_warns_once_only_when_every_group_is_flat():
+    from types import SimpleNamespace
+
     flat, mixed = {"frac_reward_zero_std": 1.0, "reward": 0.0}, {"frac_reward_zero_std": 0.5, "reward": 0.3}
-    for logs, expected in (([flat, flat, flat, flat], 1), ([flat, mixed, flat], 0), ([flat, flat], 0), ([mixed], 0)):
-        watch = ZeroVarianceWatch("act", 3)
+    args = SimpleNamespace(logging_steps=1)
+
+    def feed(watch, logs, first_step=1):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            for entry in logs:
-                watch.on_log(None, None, None, logs=entry)
+            for step, entry in enumerate(logs, start=first_step):
+                watch.on_log(args, SimpleNamespace(global_step=step), None, logs=entry)
+        return caught
+
+    for logs, expected in (([flat, flat, flat, flat], 1), ([flat, mixed, flat], 0), ([flat, flat], 0), ([mixed], 0)):
+        caught = feed(ZeroVarianceWatch("act", 3), logs)
         assert len(caught) == expected
         if expected:
             assert "first 3 logged steps" in str(caught[0].message) and "<action>" in str(caught[0].message)
-    off = ZeroVarianceWatch("act", 0)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for _ in range(5):
-            off.on_log(None, None, None, logs=flat)
-    assert not caught
+    assert not feed(ZeroVarianceWatch("act", 0), [flat] * 5)
+    assert not feed(ZeroVarianceWatch("act", 3), [flat] * 5, first_step=11)  # resumed at step 11: not its first steps
 
 
 @pytest.mark.heavy
@@ -236,6 +239,7 @@ def test_killed_stage_resumes_from_its_last_checkpoint(tiny_model_dir, sw_expert
     assert res.returncode == 0, res.stderr[-3000:]
     log = json.loads((run / "run.json").read_text())
     assert log["stages"][0]["status"] == "resumed"
+    assert "missing keys in the checkpoint" not in res.stderr  # tied lm_head: restored by the tie, not reported
     killed, resumed = log["history"]  # the killed invocation is in the record too
     assert killed["outcome"] == "interrupted" and killed["ended"] is None and killed["stages"] == {"01_il": "training"}
     assert resumed["outcome"] == "finished" and resumed["stages"] == {"01_il": "resumed"}
@@ -321,3 +325,19 @@ def test_resume_skips_a_checkpoint_cut_short_by_a_kill(tmp_path):
     assert _last_checkpoint(tmp_path) == str(ckpts / "checkpoint-4")
     assert sorted(p.name for p in ckpts.iterdir()) == ["checkpoint-2", "checkpoint-4"]
     assert _last_checkpoint(tmp_path / "none") is None
+
+
+def test_the_resume_warning_about_tied_weights_is_dropped_and_others_are_kept():
+    import logging
+
+    from nemo_act.engines.local.stages import _TiedWeightsFilter
+
+    flt = _TiedWeightsFilter({"lm_head.weight"})
+
+    def record(keys):
+        msg = f"There were missing keys in the checkpoint model loaded: {keys}."
+        return logging.LogRecord("transformers.trainer", logging.WARNING, __file__, 1, msg, None, None)
+
+    assert not flt.filter(record(["lm_head.weight"]))
+    assert flt.filter(record(["lm_head.weight", "model.norm.weight"]))  # a real loss is still reported
+    assert _TiedWeightsFilter(set()).filter(record(["lm_head.weight"]))  # untied: lm_head missing is real

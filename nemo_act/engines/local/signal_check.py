@@ -7,15 +7,12 @@ TRL's GRPOTrainer logs the share of groups whose responses all scored the same p
 
 from __future__ import annotations
 
-import logging
 import warnings
 from typing import Any
 
 from transformers import TrainerCallback
 
 from nemo_act.reward_signal import NoSignalWatch
-
-log = logging.getLogger(__name__)
 
 
 class ZeroRewardVarianceWarning(UserWarning):
@@ -33,7 +30,8 @@ class ZeroVarianceWatch(TrainerCallback):
         """Feed each logged step's zero-variance share to the watch; warn when it fires."""
         if not logs or "frac_reward_zero_std" not in logs:
             return
+        if state.global_step > self.watch.steps * max(1, int(args.logging_steps)):
+            return  # past the stage's first logged steps (a resumed stage does not count again from its resume)
         msg = self.watch.observe(float(logs["frac_reward_zero_std"]), float(logs.get("reward", float("nan"))))
-        if msg:
-            log.warning(msg)
+        if msg:  # once, as a warning (it reaches the console once; logging it as well printed it twice)
             warnings.warn(msg, ZeroRewardVarianceWarning, stacklevel=2)

@@ -9,7 +9,10 @@ TRL checkpoints go to ``<out>/checkpoints`` every ``save_steps``; a crashed stag
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -143,6 +146,45 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
     return DPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(with_kwargs), processing_class=tok)
 
 
+class _TiedWeightsFilter(logging.Filter):
+    """Drops transformers' resume warning when the only "missing" keys are weights tied to another.
+
+    A checkpoint of a model with tied embeddings stores ``embed_tokens.weight`` once; loading it for a resume
+    reports ``lm_head.weight`` missing although the tie restores it (Trainer ties after loading), so every resume
+    printed an alarming but harmless line. Any other missing key is still reported.
+    """
+
+    PREFIX = "There were missing keys in the checkpoint model loaded: "
+
+    def __init__(self, tied: set[str]) -> None:
+        super().__init__()
+        self.tied = tied
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        if not msg.startswith(self.PREFIX):
+            return True
+        try:
+            keys = set(ast.literal_eval(msg[len(self.PREFIX) :].rstrip(".")))
+        except (ValueError, SyntaxError):
+            return True
+        return not (keys and keys <= self.tied)
+
+
+@contextlib.contextmanager
+def _quiet_tied_weights(model: Any):
+    """Within the block, transformers' trainer does not warn about tied weights missing from a checkpoint."""
+    config = getattr(model, "config", None)
+    tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
+    logger = logging.getLogger("transformers.trainer")
+    flt = _TiedWeightsFilter(tied)
+    logger.addFilter(flt)
+    try:
+        yield
+    finally:
+        logger.removeFilter(flt)
+
+
 def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: str | Path) -> Path:
     """Train one stage and save an HF checkpoint.
 
@@ -164,7 +206,8 @@ def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experimen
     with mock.patch.dict(os.environ, {"TENSORBOARD_LOGGING_DIR": str(out / "tensorboard")}):
         trainer = _trainer(kind, model, tok, rows, cfg, out)
         use_stage_bar(trainer, out.name)
-        trainer.train(resume_from_checkpoint=_last_checkpoint(out))
+        with _quiet_tied_weights(trainer.model):
+            trainer.train(resume_from_checkpoint=_last_checkpoint(out))
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
     write_text_atomic(out / "config.yaml", to_yaml(cfg))
