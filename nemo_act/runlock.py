@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 LOCK_NAME = ".nemo-act.lock"
+RECORD_BYTES = 4096  # the record is rewritten in place as one write of this size: a reader never sees half of one
 
 
 class LockedError(RuntimeError):
@@ -58,8 +59,7 @@ def lock_path(target: str | Path, is_file: bool) -> Path:
 
 
 def _read(fd: int) -> Holder | None:
-    os.lseek(fd, 0, os.SEEK_SET)
-    raw = os.read(fd, 1 << 16)
+    raw = os.pread(fd, RECORD_BYTES, 0)
     try:
         return Holder(**json.loads(raw)) if raw.strip() else None
     except (ValueError, TypeError):  # cut short by a kill mid-write, or not ours: treat as no record
@@ -67,10 +67,12 @@ def _read(fd: int) -> Holder | None:
 
 
 def _write(fd: int, holder: Holder) -> None:
-    data = json.dumps(asdict(holder)).encode()
-    os.lseek(fd, 0, os.SEEK_SET)
-    os.ftruncate(fd, 0)
-    os.write(fd, data)
+    """Rewrite the record in place, as one ``pwrite`` of :data:`RECORD_BYTES` (JSON padded with spaces).
+
+    No truncation: a reader on this host (or a heartbeat reader on another) sees the old record or the new.
+    """
+    data = json.dumps(asdict(holder)).encode()[: RECORD_BYTES - 1].ljust(RECORD_BYTES - 1) + b"\n"
+    os.pwrite(fd, data, 0)
     os.fsync(fd)
 
 

@@ -53,8 +53,8 @@ def test_a_second_writer_is_refused_at_once_naming_the_first(tmp_path):
     try:
         t0 = time.perf_counter()
         with pytest.raises(LockedError) as err:
-            _lock(tmp_path / "run", "nemo-act run b.yaml").acquire()
-        assert time.perf_counter() - t0 < 0.5  # no waiting on a live holder of this host
+            _lock(tmp_path / "run", "nemo-act run b.yaml", stale_after_s=60).acquire()
+        assert time.perf_counter() - t0 < 10  # no waiting for a heartbeat on a live holder of this host
         msg = str(err.value)
         assert f"pid {os.getpid()} on {socket.gethostname()}" in msg and "nemo-act run a.yaml" in msg
         assert "Wait for it to finish" in msg and str(tmp_path / "run") in msg
@@ -69,7 +69,9 @@ def test_a_second_writer_is_refused_at_once_naming_the_first(tmp_path):
 def test_the_holder_keeps_a_heartbeat(tmp_path):
     with _lock(tmp_path):
         first = _record(tmp_path)["heartbeat"]
-        time.sleep(0.5)
+        deadline = time.time() + 10  # a beat every 0.1 s; a loaded machine may delay a few
+        while time.time() < deadline and _record(tmp_path)["heartbeat"] == first:
+            time.sleep(0.1)
         assert _record(tmp_path)["heartbeat"] > first
 
 
@@ -106,7 +108,7 @@ def test_a_silent_holder_on_another_node_is_taken_over_after_stale_after(tmp_pat
     t0 = time.perf_counter()
     with _lock(tmp_path, say=said.append):
         waited = time.perf_counter() - t0
-    assert FAST["stale_after_s"] <= waited < FAST["stale_after_s"] + 1.0
+    assert FAST["stale_after_s"] <= waited < FAST["stale_after_s"] + 10  # not before its silence was long enough
     assert len(said) == 1 and "stale lock" in said[0] and "node-elsewhere" in said[0] and "4242" in said[0]
 
 
@@ -135,7 +137,7 @@ def test_a_requeued_slurm_job_takes_its_own_lock_over_at_once(tmp_path, monkeypa
     said = []
     t0 = time.perf_counter()
     with _lock(tmp_path, say=said.append, stale_after_s=60):
-        assert time.perf_counter() - t0 < 0.5
+        assert time.perf_counter() - t0 < 10  # at once, not after the 60 s a silent holder gets
         assert _record(tmp_path)["slurm_job"] == "777"
     assert len(said) == 1 and "requeued Slurm job 777" in said[0]
 
