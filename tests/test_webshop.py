@@ -203,8 +203,16 @@ def test_reflection_recipes_stop_at_once_on_human_demonstrations_and_take_expert
     recipes = REPO / "conf" / "recipes" / "webshop"
     for method in ("ee", "sand", "agent_r"):
         run = tmp_path / method
+        # pipeline.init=random: the recipe's Qwen3-8B is not in this machine's HF cache, and offline the input check
+        # would stop the run before it reads a single expert (what a user without the model should see)
+        recipe = load_config(recipes / f"{method}-qwen3-8b-4n4g-megatron.yaml", [*base, f"run_dir={run}"])
+        with pytest.raises(ValueError, match=r"model.name_or_path: Qwen/Qwen3-8B: no such folder here"):
+            PipelineRunner(recipe).run()
+        assert not run.exists()  # stopped before any step
         runner = PipelineRunner(
-            load_config(recipes / f"{method}-qwen3-8b-4n4g-megatron.yaml", [*base, f"run_dir={run}"])
+            load_config(
+                recipes / f"{method}-qwen3-8b-4n4g-megatron.yaml", [*base, f"run_dir={run}", "pipeline.init=random"]
+            )
         )
         with pytest.raises(ValueError, match=r"9 of 9 trajectories name no episode .*pipeline\.experts\.path=FILE"):
             runner.run()
