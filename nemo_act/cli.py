@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nemo_act.config import ConfigError, ExperimentConfig, group_options, load_config, to_yaml
 from nemo_act.data.io import RecordError
-from nemo_act.inputs import require, run_inputs
+from nemo_act.inputs import require
 from nemo_act.quiet import quiet_libraries
 from nemo_act.runlock import LockedError
 from nemo_act.stage_kinds import STAGE_KINDS
@@ -323,8 +323,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         PipelineRunner(cfg, args.run_dir).print_plan()
         return 0
-    run_inputs(cfg, args.only)  # before the run folder is made
-    with _lock(args.run_dir or cfg.run_dir, cfg):  # before the heavy imports: a second writer stops at once
+    # the lock before the heavy imports: a second writer stops at once; the runner checks the inputs first thing,
+    # and a run stopped there leaves no folder (the lock takes back what it made when nothing was written)
+    with _lock(args.run_dir or cfg.run_dir, cfg):
         from nemo_act.pipeline import PipelineRunner
 
         log = PipelineRunner(cfg, args.run_dir).run(only=args.only)

@@ -43,6 +43,7 @@ from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import read_all, read_jsonl, write_text_atomic
 from nemo_act.data.manifest import file_sha256
 from nemo_act.data.records import Pair, Trajectory
+from nemo_act.inputs import run_inputs
 from nemo_act.quiet import quiet_libraries
 from nemo_act.stage_kinds import (
     DATA_KINDS,
@@ -431,7 +432,7 @@ class PipelineRunner:
         """
         if only not in (None, "experts", "evaluate"):
             raise ValueError(f"--only {only}: choose experts or evaluate")
-        self.check_inputs(only)
+        run_inputs(self.cfg, only)  # every model and file it will load, before its first step
         self._event("started", only=only, host=socket.gethostname(), pid=os.getpid())
         try:
             log = self._run(only)
@@ -484,12 +485,6 @@ class PipelineRunner:
             if stage_kind(kind).selection_eval and heldout_pairs is not None:
                 self.log["selection"][Path(ckpt).name] = self.selection(Path(ckpt).name, ckpt, heldout_pairs)
         return self._evaluate(checkpoints)
-
-    def check_inputs(self, only: str | None = None) -> None:
-        """Every model and file the run will load, checked before its first step (:func:`.inputs.run_inputs`)."""
-        from nemo_act.inputs import run_inputs
-
-        run_inputs(self.cfg, only)
 
     def _env_eval_targets(self, checkpoints: list[str]) -> list[tuple[str, str]]:
         """(name, checkpoint) of what ``pipeline.eval.stages`` evaluates in the env.

@@ -174,8 +174,7 @@ class _TiedWeightsFilter(logging.Filter):
 @contextlib.contextmanager
 def _quiet_tied_weights(model: Any):
     """Within the block, transformers' trainer does not warn about tied weights missing from a checkpoint."""
-    config = getattr(model, "config", None)
-    tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
+    tied = set(getattr(model, "all_tied_weights_keys", None) or {})  # the ties transformers applies to this model
     logger = logging.getLogger("transformers.trainer")
     flt = _TiedWeightsFilter(tied)
     logger.addFilter(flt)
