@@ -422,8 +422,8 @@ def cmd_convert(argv: Sequence[str]) -> int:
     """Run a checkpoint converter of ``tools/convert`` (``nemo-act convert TOOL ARGS...``).
 
     The tools need Megatron-Core and Megatron-Bridge (Python 3.12): they run with
-    ``$NEMO_ACT_CONVERT_PYTHON``, else the repository's ``.venv-megatron`` (``make test-megatron``
-    builds it), else the Megatron worker venv inside the NeMo-RL image, else this interpreter.
+    ``$NEMO_ACT_CONVERT_PYTHON``, else the repository's ``.venv-megatron`` once ``make test-megatron``
+    has finished building it, else the Megatron worker venv inside the NeMo-RL image, else this interpreter.
     """
     import os
     import subprocess
@@ -436,11 +436,13 @@ def cmd_convert(argv: Sequence[str]) -> int:
     script = convert_root() / f"{argv[0].replace('-', '_')}.py"
     if not script.exists():
         raise UsageError(f"{script} not found: this nemo-act install lacks its converters")
-    venv = (checkout_root() or Path("/nonexistent")) / ".venv-megatron" / "bin" / "python"
+    venv = (checkout_root() or Path("/nonexistent")) / ".venv-megatron"
     from nemo_act.engines.nemo_rl.interpreters import python_for
 
+    # the checkout's venv only once `make` finished it (its stamp): one still being built has no torch yet;
     # in the NeMo-RL image the Megatron worker venv (interpreters.py); elsewhere this interpreter
-    python = os.environ.get("NEMO_ACT_CONVERT_PYTHON") or (str(venv) if venv.exists() else python_for("mcore"))
+    built = str(venv / "bin" / "python") if (venv / ".installed").exists() else None
+    python = os.environ.get("NEMO_ACT_CONVERT_PYTHON") or built or python_for("mcore")
     return subprocess.call([python, str(script), *argv[1:]])
 
 

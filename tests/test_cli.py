@@ -121,3 +121,24 @@ def test_convert_dispatches_to_the_tools_with_their_own_arguments():
     assert res.returncode == 0 and "--tp" in res.stdout and "--pp" in res.stdout and "--no-verify" in res.stdout
     bad = _run("convert", "weights-to-onnx")
     assert bad.returncode == 2 and "hf-to-megatron,megatron-to-hf,verify" in bad.stdout
+
+
+def test_convert_takes_the_megatron_venv_only_once_make_has_finished_it(tmp_path, monkeypatch):
+    """A `.venv-megatron` still being built (CI builds it while `make test` runs) has no torch yet: the
+    converters run with the fallback interpreter until the venv's `make` stamp exists, then with the venv."""
+    import nemo_act.paths
+    from nemo_act.cli import cmd_convert
+
+    (tmp_path / ".venv-megatron" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv-megatron" / "bin" / "python").touch()
+    tools = nemo_act.paths.convert_root()
+    monkeypatch.setattr(nemo_act.paths, "convert_root", lambda: tools)
+    monkeypatch.setattr(nemo_act.paths, "checkout_root", lambda: tmp_path)
+    monkeypatch.delenv("NEMO_ACT_CONVERT_PYTHON", raising=False)
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd[0]) or 0)
+    assert cmd_convert(["verify", "--help"]) == 0
+    (tmp_path / ".venv-megatron" / ".installed").touch()
+    assert cmd_convert(["verify", "--help"]) == 0
+    assert calls[0] != str(tmp_path / ".venv-megatron" / "bin" / "python")
+    assert calls[1] == str(tmp_path / ".venv-megatron" / "bin" / "python")
