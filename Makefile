@@ -29,7 +29,7 @@ lint: $(STAMP)
 # built once; each worker builds the session fixtures (tiny model, ScienceWorld experts) for itself
 TEST_WORKERS ?= $(THREADS)
 test: lint
-	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # The pure-logic lane (no JVM, no benchmark data, no trained model; ~1.5 min): tests marked heavy are left out
 test-fast: $(STAMP)

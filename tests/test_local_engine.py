@@ -26,6 +26,7 @@ QUICK = [
     "train.{k}.batch_size=4",
     "train.{k}.grad_accum=1",
     "train.{k}.logging_steps=1",
+    "benchmark.max_admissible_shown=8",  # ~500-token prompts, not ~2,000: what is checked does not need the list
 ]
 GRPO = ["train.{k}.num_generations=2", "train.{k}.max_completion_length=8", "train.{k}.zero_variance_steps=2"]
 SFT = ["train.{k}.max_length=4096"]
@@ -174,6 +175,7 @@ def _pipeline_cfg(tiny_model_dir, sw_experts, tmp_path, stages, *extra):
             "train.il.batch_size=2",
             "train.il.grad_accum=1",
             "train.il.max_length=4096",
+            "benchmark.max_admissible_shown=8",
             f"run_dir={tmp_path / 'run'}",
             *extra,
         ]
@@ -218,6 +220,7 @@ def test_killed_stage_resumes_from_its_last_checkpoint(tiny_model_dir, sw_expert
         "pipeline.eval.stages=none",
         "train.il.max_steps=30",
         "train.il.save_steps=2",
+        "benchmark.max_admissible_shown=8",  # short prompts: the resume is what is checked, not their length
         "train.il.batch_size=2",
         "train.il.grad_accum=1",
         "train.il.max_length=4096",
@@ -263,6 +266,7 @@ def test_pairs_from_a_warmed_tiny_model(tiny_model_dir, sw_experts, tmp_path):
             "train.il.lr_scheduler=constant",
             "train.il.max_length=4096",
             "pairs.sampling.max_new_tokens=24",
+            "benchmark.max_admissible_shown=8",  # ~500-token prompts instead of ~2,000: the warm-up 200 -> 30 s
         ]
     )
     warm = train_stage(
@@ -302,7 +306,10 @@ def test_cluster_mode_runs_gpu_steps_in_child_processes_with_the_same_results(ti
     give its GPU memory back before the next NeMo-RL stage); the files are those of the in-process path."""
     from nemo_act.pipeline import PipelineRunner
 
-    cfg = _pipeline_cfg(tiny_model_dir, sw_experts, tmp_path, ["il"], "pipeline.pairs_policy=random")
+    cfg = _pipeline_cfg(
+        tiny_model_dir, sw_experts, tmp_path, ["il"], "pipeline.pairs_policy=random",
+        "train.act.max_completion_length=16",  # free answers of an untrained model run to the cap: 1,024 by default
+    )  # fmt: skip
     results = []
     for isolate in (True, False):
         runner = PipelineRunner(cfg, tmp_path / f"run_{isolate}")
