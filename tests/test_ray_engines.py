@@ -32,7 +32,8 @@ ray.cloudpickle.register_pickle_by_value(test_env_pool)  # its classes travel to
 
 pytestmark = pytest.mark.heavy
 ENGINES = 3
-SMALL = ["generation.batch_size=2", "pairs.sampling.max_new_tokens=12", "pairs.min_state_share=0", "pairs.k=2"]
+SMALL = ["generation.batch_size=2", "pairs.sampling.max_new_tokens=12", "pairs.min_state_share=0", "pairs.k=2",
+         "benchmark.max_admissible_shown=8"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

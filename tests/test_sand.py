@@ -176,6 +176,7 @@ def test_sand_rl_pipeline_with_two_iterations_on_the_local_engine(tiny_model_dir
             "pipeline.experts.split=test", "pipeline.experts.max_variations=1", "pipeline.eval.stages=none",
             "train=demo", "train.il.max_steps=2", "train.rl.max_steps=1", "train.rl.batch_size=8",
             "train.rl.num_generations=8", "sand.candidates=2", "sand.rollout_steps=1", "sand.iterations=2",
+            "benchmark.max_admissible_shown=8",  # short prompts: the data flow is checked, not their length
             f"run_dir={tmp_path / 'run'}",
         ],
     )  # fmt: skip
@@ -260,7 +261,7 @@ def test_kill_9_during_roll_on_resumes_without_duplicates_or_gaps(sw_experts, tm
     import sys
     import time
 
-    overrides = ["sand.candidates=2", "sand.envs_per_worker=1"]
+    overrides = ["sand.candidates=2", "sand.envs_per_worker=1", "sand.rollout_steps=2"]
     script = tmp_path / "build.py"
     script.write_text(
         "import sys\n"
