@@ -29,11 +29,11 @@ lint: $(STAMP)
 # built once; each worker builds the session fixtures (tiny model, ScienceWorld experts) for itself
 TEST_WORKERS ?= $(THREADS)
 test: lint
-	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
+	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # The pure-logic lane (no JVM, no benchmark data, no trained model; ~1.5 min): tests marked heavy are left out
 test-fast: $(STAMP)
-	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not heavy" -q
+	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not heavy" -q
 
 # Converters (tools/convert): a separate Python 3.12 venv with Megatron-Core + Megatron-Bridge.
 PYTHON312 ?= $(shell PYENV_VERSION=3.12.1 python3.12 -c 'import sys; print(sys.executable)' 2>/dev/null || command -v python3.12)

@@ -104,8 +104,30 @@ settings.load_profile("repeatable")
 HEAVY_FIXTURES = {"scienceworld", "sw_experts", "benchmarks_dir", "tiny_model_dir", "random_pairs"}
 
 
+# `make test` hands whole files to its workers (`--dist loadfile --no-loadscope-reorder`) in the order below: the
+# longest files first, so none of them starts last and leaves one core idle while it runs (the longest-processing-
+# time rule). xdist's own reorder sorts files by their number of tests, which put test_sand (10 tests, ~6.5 min
+# alone) near the end. Seconds alone on this machine (benchmarks/test_cost.py), 2026-12-02.
+RUN_FIRST = [
+    "test_sand.py",  # ~390
+    "test_early_experience.py",  # ~250
+    "test_local_engine.py",  # ~170
+    "test_alfworld.py",
+    "test_ray_engines.py",
+    "test_scienceworld.py",
+    "test_prompting.py",
+    "test_device_check.py",
+    "test_agent_r.py",
+    "test_evaluation.py",
+    "test_traces.py",
+]
+
+
 def pytest_collection_modifyitems(config, items):
-    """Fail collection when a test needs a heavy fixture but is not marked ``heavy``."""
+    """Put the longest test files first; fail collection when a test needs a heavy fixture but is not marked
+    ``heavy``."""
+    rank = {name: i for i, name in enumerate(RUN_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(RUN_FIRST)))  # stable: the rest keep their order
     unmarked = [
         item.nodeid
         for item in items
