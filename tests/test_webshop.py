@@ -185,7 +185,7 @@ def test_evaluation_wiring_on_a_stand_in_text_env(cfg, tmp_path, monkeypatch):
 
 @pytest.mark.heavy
 def test_reflection_recipes_stop_at_once_on_human_demonstrations_and_take_experts_from_a_file(
-    logs, catalog_file, tmp_path
+    logs, catalog_file, tmp_path, monkeypatch
 ):
     """The WebShop reflection-baseline recipes as shipped: branching replays an expert's prefix in its env
     episode, and the human demonstrations name none, so the run stops right after reading the experts (before
@@ -203,8 +203,10 @@ def test_reflection_recipes_stop_at_once_on_human_demonstrations_and_take_expert
     recipes = REPO / "conf" / "recipes" / "webshop"
     for method in ("ee", "sand", "agent_r"):
         run = tmp_path / method
-        # pipeline.init=random: the recipe's Qwen3-8B is not in this machine's HF cache, and offline the input check
-        # would stop the run before it reads a single expert (what a user without the model should see)
+        # offline with an empty HF cache (whatever this machine has cached), the input check stops the recipe before
+        # it reads a single expert (what a user without its Qwen3-8B should see); then pipeline.init=random
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hf-cache"))
         recipe = load_config(recipes / f"{method}-qwen3-8b-4n4g-megatron.yaml", [*base, f"run_dir={run}"])
         with pytest.raises(ValueError, match=r"model.name_or_path: Qwen/Qwen3-8B: no such folder here"):
             PipelineRunner(recipe).run()
