@@ -194,11 +194,12 @@ def act(args: argparse.Namespace) -> dict[str, Any]:
     model.generation_config = GenerationConfig(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     model.save_pretrained(tmp / "model")
     tok.save_pretrained(tmp / "model")
-    steps, completion = (2, 16) if args.smoke else (args.steps, args.completion)
+    # the smoke's one GRPO group per step: the CPU run checks the code path, not the GPU's figure
+    steps, completion, batch = (2, 16, 8) if args.smoke else (args.steps, args.completion, 32)
     cfg = load_config(
         overrides=[
             f"model.name_or_path={tmp / 'model'}", "model.dtype=" + ("bfloat16" if device == "cuda" else "float32"),
-            f"generation.device={device}", f"train.act.max_steps={steps}", "train.act.batch_size=32",
+            f"generation.device={device}", f"train.act.max_steps={steps}", f"train.act.batch_size={batch}",
             "train.act.grad_accum=1", "train.act.num_generations=8", f"train.act.max_completion_length={completion}",
             "train.act.logging_steps=1", "train.act.save_steps=1000", "train.act.learning_rate=1e-6",
         ]

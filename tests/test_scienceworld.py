@@ -88,6 +88,43 @@ def test_unknown_split_and_task_are_rejected(scienceworld, cfg):
         env.close()
 
 
+def _any_order(path) -> list[dict]:
+    """An experts file with each observation's lines and each admissible list sorted (ScienceWorld's object order
+    follows the JVM's identity hashes: tests/assets/make_assets.py)."""
+    out = []
+    for traj in read_jsonl(path, Trajectory):
+        d = traj.model_dump()
+        for step in d["steps"]:
+            step["observation"] = sorted(line.strip() for line in step["observation"].splitlines())
+            step["admissible_actions"] = sorted(step["admissible_actions"])
+        out.append(d)
+    return out
+
+
+@pytest.mark.heavy
+def test_the_committed_experts_are_what_a_collection_makes(scienceworld, tmp_path):
+    """The ``sw_experts`` asset (tests/assets/make_assets.py) is what the script makes now, with the same parameters
+    and counts in its manifest: byte for byte on the JVM that made it, in content (object order aside) on any
+    other. A change to the adapter or the simulator shows here first."""
+    import sys
+
+    from conftest import SW_EXPERTS
+
+    sys.path.insert(0, str(SW_EXPERTS.parent))
+    try:
+        from make_assets import java_version, make_sw_experts
+    finally:
+        sys.path.remove(str(SW_EXPERTS.parent))
+    fresh = make_sw_experts(tmp_path / SW_EXPERTS.name)
+    redo = "re-run tests/assets/make_assets.py and say why in the commit"
+    assert _any_order(fresh) == _any_order(SW_EXPERTS), redo
+    mine, theirs = read_manifest(fresh), read_manifest(SW_EXPERTS)
+    assert (mine["params"], mine["counts"]) == (theirs["params"], theirs["counts"])
+    if java_version() == SW_EXPERTS.with_name("sw_experts.java.txt").read_text().strip():
+        assert fresh.read_bytes() == SW_EXPERTS.read_bytes(), redo
+        assert mine["sha256"] == theirs["sha256"]
+
+
 @pytest.mark.heavy
 def test_gold_experts_replay_to_100(sw_experts, cfg):
     trajs = list(read_jsonl(sw_experts, Trajectory))
@@ -114,7 +151,10 @@ def test_a_recorded_state_is_restored_by_replaying_its_prefix(sw_experts, cfg):
     env = EpisodeEnv(cfg.benchmark)
     try:
         for index in (0, 3, len(traj.steps) - 1):
-            assert restore(env, traj, index).observation.split() == traj.steps[index].observation.split()
+            got = restore(env, traj, index).observation  # a room's objects in the JVM's order: any order
+            assert sorted(map(str.split, got.splitlines())) == sorted(
+                map(str.split, traj.steps[index].observation.splitlines())
+            )
         wrong = traj.steps[2].model_copy(update={"observation": "You are on the moon."})
         bad = traj.model_copy(update={"steps": [*traj.steps[:2], wrong, *traj.steps[3:]]})
         with pytest.raises(DivergenceError, match=rf"{traj.trajectory_id}: after 2 replayed action\(s\)"):

@@ -1,0 +1,73 @@
+"""Make the committed test assets (torchtune's way: small files built once, checked to still come out the same).
+
+    .venv/bin/python tests/assets/make_assets.py [--out tests/assets]
+
+``sw_experts.jsonl`` (+ its manifest): real ScienceWorld gold experts, the first test variation of the two short
+tasks of ``tests/conftest.py``'s ``SW_FAST_TASKS`` (10 states), as ``nemo-act experts`` collects them. The
+``sw_experts`` fixture copies it instead of starting a JVM per test worker for it, and the tiny model's tokenizer
+learns its merges from it (as the demo's does from its experts): benchmark text then takes ~3.4x fewer tokens
+than with merges from the prompt templates alone, and every tiny-model test runs on shorter sequences.
+``tests/test_scienceworld.py::test_the_committed_experts_are_what_a_collection_makes`` collects them afresh and
+compares: the bytes where the JVM is the one that made them (``sw_experts.java.txt``), else the content with each
+observation's lines and each admissible list in any order. ScienceWorld lists a room's objects in the order of
+the JVM's identity hashes, which any JVM option or build changes (measured: ``-XX:+UseSerialGC`` alone reorders
+them; the same JVM and options give the same bytes every run), so the asset is made with the JVM's defaults, as
+``nemo-act experts`` runs it. Run this script again when that test fails because the adapter changed (say why
+in the commit), not to make a failure go away.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SW_FAST_TASKS = ["lifespan-longest-lived", "find-non-living-thing"]  # tests/conftest.py imports it from here
+
+
+def java_version() -> str:
+    """The first line of ``java -version`` (the JVM whose object order the bytes follow)."""
+    res = subprocess.run(["java", "-version"], capture_output=True, text=True, env=_default_jvm_env(), check=True)
+    return res.stderr.splitlines()[0].strip()
+
+
+def _default_jvm_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "JAVA_TOOL_OPTIONS"}
+
+
+def make_sw_experts(out: Path) -> Path:
+    """Collect the ScienceWorld experts into ``out`` (a file; its manifest beside it) with the JVM's defaults."""
+    from nemo_act.config import load_config
+    from nemo_act.experts import collect_experts
+
+    saved = os.environ.pop("JAVA_TOOL_OPTIONS", None)  # the tests' JVM options reorder objects (see above)
+    try:
+        collect_experts(load_config(), "test", out, tasks=SW_FAST_TASKS, max_variations=1, workers=1, progress=False)
+    finally:
+        if saved is not None:
+            os.environ["JAVA_TOOL_OPTIONS"] = saved
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, default=HERE, help="folder to write the assets to")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        made = make_sw_experts(Path(tmp) / "sw_experts.jsonl")
+        args.out.mkdir(parents=True, exist_ok=True)
+        for f in (made, made.with_name(made.name + ".manifest.json")):
+            shutil.copyfile(f, args.out / f.name)
+            print(args.out / f.name)
+    (args.out / "sw_experts.java.txt").write_text(java_version() + "\n")
+    print(args.out / "sw_experts.java.txt")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
