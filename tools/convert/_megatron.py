@@ -28,11 +28,45 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(fn: Callable[..., Any], world: int, *args: Any) -> None:
-    """Run ``fn(rank, world, port, *args)`` in ``world`` processes (one rendezvous port for all)."""
+def launch(fn: Callable[..., Any], world: int, *args: Any, device: str) -> None:
+    """Run ``fn(rank, world, port, *args)`` in ``world`` processes (one rendezvous port for all).
+
+    On CPU where no Transformer Engine is installed (CPU nodes, CI) the ranks are forked from a forkserver that
+    imported Megatron-Core and Megatron-Bridge once (:mod:`_rank_imports`), so a rank starts without importing
+    them again (~15 CPU-s each here; a conversion, its logit check and the export are 3-6 rank starts); the server
+    is one per process and lives as long as it. Elsewhere (GPUs; the CPU export on a GPU node, where TE's import
+    may touch CUDA, which a forked child must not inherit) each rank is spawned, a fresh interpreter.
+    """
+    import cpu_shims
     import torch.multiprocessing as mp
 
-    mp.spawn(fn, args=(world, free_port(), *args), nprocs=world, join=True)
+    if device == "cpu" and not cpu_shims.te_installed():
+        _start_forkserver()
+        mp.start_processes(fn, args=(world, free_port(), *args), nprocs=world, join=True, start_method="forkserver")
+    else:
+        mp.spawn(fn, args=(world, free_port(), *args), nprocs=world, join=True)
+
+
+def _start_forkserver() -> None:
+    """Start this process's forkserver with :mod:`_rank_imports` preloaded (once; later calls return at once).
+
+    The server is a new interpreter that finds this folder through ``PYTHONPATH`` set for its start only: Python
+    3.12's forkserver accepts the parent's ``sys.path`` but does not apply it, and skips a preload module it cannot
+    import without a word (then every rank imports Megatron itself again, as spawned ones do).
+    """
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    multiprocessing.set_forkserver_preload(["_rank_imports"])
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parent), saved) if p)
+    try:
+        forkserver.ensure_running()
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 def init_process_group(rank: int, world: int, port: int, device: str) -> None:

@@ -53,7 +53,7 @@ def convert(
     """
     if Path(out).exists() and any(Path(out).iterdir()):
         raise FileExistsError(f"{out} is not empty: remove it or choose another --out")
-    _megatron.launch(_rank, tp * pp * ep, hf, out, tp, pp, device, dtype, ep)
+    _megatron.launch(_rank, tp * pp * ep, hf, out, tp, pp, device, dtype, ep, device=device)
     print(f"hf -> megatron: {hf} -> {out} (TP={tp}, PP={pp}, EP={ep}, {device})", flush=True)
     return verify.check(hf, out, device, tolerance or verify.DEFAULT_TOLERANCE[device][0]) if check else None
 

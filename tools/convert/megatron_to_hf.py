@@ -51,7 +51,7 @@ def export(
     target = Path(out)
     if target.exists() and any(target.iterdir()):
         raise FileExistsError(f"{target} is not empty: remove it or choose another --out")
-    _megatron.launch(_rank, 1, str(megatron_ckpt), hf_ref, str(target), device, strict)
+    _megatron.launch(_rank, 1, str(megatron_ckpt), hf_ref, str(target), device, strict, device=device)
     print(f"megatron -> hf: {megatron_ckpt} -> {target} ({device})", flush=True)
     if not check:
         return None

@@ -48,7 +48,7 @@ def logit_diff(hf_dir: str | Path, megatron_ckpt: str | Path, device: str = "cpu
     """(largest |logit difference|, largest |HF logit|) of the two checkpoints on the fixed inputs."""
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "result.json"
-        _megatron.launch(_rank, 1, str(hf_dir), str(megatron_ckpt), device, str(result))
+        _megatron.launch(_rank, 1, str(hf_dir), str(megatron_ckpt), device, str(result), device=device)
         out = json.loads(result.read_text())
         return float(out["max_abs_diff"]), float(out["max_abs_logit"])
 
