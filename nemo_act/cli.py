@@ -92,6 +92,8 @@ def cmd_experts(args: argparse.Namespace) -> int:
         f"{c['won']}/{c['episodes']} episodes won, {c['steps']} expert steps -> {summary.out}; "
         f"actions admissible when taken: {c.get('steps_admissible', 'n/a')}"
     )
+    if c.get("skipped"):
+        print("skipped lines: " + ", ".join(f"{n} x {reason}" for reason, n in c["skipped"].items()))
     if "gold_actions" in c:
         print(
             f"gold actions: {c['gold_actions']}, verbatim in valid list {c['gold_verbatim_in_valid']}, "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -185,10 +186,15 @@ def _counts(outcomes: Sequence[EpisodeOutcome], won: Sequence[Trajectory]) -> di
 def _experts_from_files(cfg: BenchmarkConfigBase, split: str, out: Path) -> Summary:
     """Experts the adapter reads from files (e.g. WebShop's human sessions): all of them, with their score."""
     trajs, source = adapter_of(cfg).read_experts(cfg, split)
+    skipped: dict[str, list[int]] = source.pop("skipped", {})  # bad lines an adapter was told to skip
     params = {"benchmark": cfg.model_dump(), "split": split, **source}
     finished = reusable(out, "experts", params)
     if finished is not None:
         return Summary(counts=finished["counts"], out=out)
+    for reason, lines in skipped.items():
+        shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
+        print(f"skipped {len(lines)} line(s) of {source.get('traces', 'the data')}: {reason} (line {shown})",
+              file=sys.stderr)  # fmt: skip
     write_jsonl(out, trajs)
     counts = {
         "episodes": len(trajs),
@@ -196,6 +202,7 @@ def _experts_from_files(cfg: BenchmarkConfigBase, split: str, out: Path) -> Summ
         "failed": [],
         "steps": sum(len(t.steps) for t in trajs),
         "mean_score": sum(t.score for t in trajs) / len(trajs) if trajs else 0.0,
+        **({"skipped": {reason: len(lines) for reason, lines in skipped.items()}} if skipped else {}),
     }
     write_manifest(out, "experts", params=params, counts=counts)
     return Summary(counts=counts, out=out)

@@ -17,7 +17,7 @@ import pytest
 from nemo_act.benchmarks.traces import REPLY_ENTRY, canonical_call, read_traces, tool_template
 from nemo_act.config.load import load_config
 from nemo_act.data.io import RecordError, read_jsonl
-from nemo_act.data.records import Pair
+from nemo_act.data.records import Pair, Trajectory
 from nemo_act.prompts.state import trajectory_state
 from nemo_act.rewards import in_actions
 
@@ -106,10 +106,22 @@ def test_the_example_file_reads_with_a_stable_heldout_split():
         ('{"id": "a"}', ":1: field 'messages'"),
         (_line(_trace('{"city": "Oslo"')), ":1: field 'messages[2].tool_calls[0].function.arguments': not valid JSON"),
         (_line(_trace('["Oslo"]')), ":1: field 'messages[2].tool_calls[0].function.arguments': expected a JSON object"),
-        (_line([{"role": "assistant", "content": "hi"}]), ":1: field 'messages[0].role': an assistant turn before"),
+        (_line([{"role": "assistant", "content": "hi"}]), ":1: field 'messages': no assistant turn after a user"),
+        (
+            _line([*_trace()[:4], {"role": "tool", "tool_call_id": "c9", "content": "x"}, _trace()[4]]),
+            "field 'messages[4].tool_call_id': 'c9' answers no tool call of an earlier assistant turn",
+        ),
+        (
+            _line([_trace()[1], {"role": "tool", "content": "sunny"}, _trace()[4]]),
+            "field 'messages[1].tool_call_id': a tool result needs the tool_call_id",
+        ),
+        (
+            _line([_trace()[1], {"role": "function", "name": "get_weather", "content": "sunny"}, _trace()[4]]),
+            "field 'messages[1].name': 'get_weather' answers no tool call of an earlier assistant turn",
+        ),
         (_line([{"role": "user", "content": "hi"}, {"role": "robot", "content": "x"}]), "field 'messages[1].role'"),
         (_line([{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""}]), "'messages[1].content'"),
-        (_line([{"role": "user", "content": "hi"}]), "field 'messages': no assistant turn"),
+        (_line([{"role": "user", "content": "hi"}]), "field 'messages': no assistant turn after a user message"),
         (_line(_trace(), tools=[{"type": "function", "function": {}}]), "field 'tools[0].function.name'"),
     ],
 )
@@ -129,6 +141,45 @@ def test_duplicate_ids_and_bad_bytes_are_named(tmp_path):
     f.write_bytes(_line(_trace(), id="y").encode() + b'{"messages": "\xff"}\n')
     with pytest.raises(RecordError, match=r"dup.jsonl:2: not UTF-8 text"):
         read_traces(f, 0.2)
+
+
+def test_real_log_shapes_read(tmp_path):
+    """What service logs hold: a byte order mark, a greeting before the user's first message (history, not a step;
+    the task is the user's message), a tool result given as a JSON object (kept as its JSON), a legacy
+    ``function`` message answering a call by name."""
+    greeting = {"role": "assistant", "content": "Hello! How can I help?"}
+    legacy = [*_trace()[:3], {"role": "function", "name": "get_weather", "content": {"rain_mm": 4, "city": "Oslo"}},
+              _trace()[4]]  # fmt: skip
+    f = tmp_path / "log.jsonl"
+    f.write_bytes(b"\xef\xbb\xbf" + _line([_trace()[0], greeting, *_trace()[1:]], id="a").encode()
+                  + _line(legacy, id="b").encode())  # fmt: skip
+    first, second = read_traces(f, 0.2)
+    assert first.task_description == "Rain in Oslo?" and len(first.steps) == 2
+    assert first.steps[0].observation == "Assistant: Hello! How can I help?\nUser: Rain in Oslo?"
+    assert second.steps[1].observation == 'Tool get_weather: {"city": "Oslo", "rain_mm": 4}'
+
+
+def test_bad_lines_are_skipped_and_counted_when_asked(tmp_path, capsys):
+    """``benchmark.on_bad_trace=skip``: the good traces are the experts, each bad line is counted under its reason
+    in the manifest and printed with its line numbers; the default stops at the first bad line."""
+    from nemo_act.data.manifest import read_manifest
+    from nemo_act.experts import collect_experts
+
+    empty_turn = [_trace()[1], {"role": "assistant", "content": ""}]
+    lines = [_line(_trace(), id="a", split="train"), _line(empty_turn, id="b"), "{oops\n",
+             _line(_trace(), id="c", split="train"), _line(empty_turn, id="d")]  # fmt: skip
+    f = tmp_path / "log.jsonl"
+    f.write_text("".join(lines))
+    base = ["benchmark=traces", f"benchmark.path={f}"]
+    with pytest.raises(RecordError, match=r"log.jsonl:2: field 'messages\[1\].content'"):
+        collect_experts(load_config(overrides=base), "train", tmp_path / "stop.jsonl")
+    out = tmp_path / "experts.jsonl"
+    summary = collect_experts(load_config(overrides=[*base, "benchmark.on_bad_trace=skip"]), "train", out)
+    assert [t.task_id for t in read_jsonl(out, Trajectory)] == ["a", "c"] and summary.counts["episodes"] == 2
+    reason = "messages[].content: an assistant turn with neither text nor tool calls"
+    assert read_manifest(out)["counts"]["skipped"] == {reason: 2, "not valid JSON": 1}
+    err = capsys.readouterr().err
+    assert f"skipped 2 line(s) of {f}: {reason} (line 2, 5)" in err and "not valid JSON (line 3)" in err
 
 
 def test_prompts_list_templates_and_never_the_expert_action(tmp_path):

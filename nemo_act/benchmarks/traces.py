@@ -20,9 +20,12 @@ canonical form ``name({json arguments, keys sorted})`` (several calls joined by 
 with calls is commentary and is dropped), or, for a turn without calls, its text. Actions then compare as
 every action does (:func:`nemo_act.rewards.normalize_action`: case and whitespace), so argument order and
 spacing never make two calls differ. The observation of a step is what came since the previous assistant
-turn: user messages as ``User: ...``, tool results as ``Tool <name>: ...``. The task is the first user
-message. System (and developer) messages are the recorded agent's own prompt and are not shown: the
-prompt is nemo-act's (``prompt.preamble`` adds this benchmark's one line).
+turn: user messages as ``User: ...``, tool results as ``Tool <name>: ...`` (a result given as a JSON object or
+array, as its JSON). A tool result must answer a call of an earlier assistant turn (its ``tool_call_id``, or its
+``name`` for legacy ``function`` messages): one that answers none is a bad line, since its tool would be lost. The
+task is the first user message; an assistant turn before it (a service log's greeting) is not a step but the
+first step's history (``Assistant: ...``). System (and developer) messages are the recorded agent's own prompt
+and are not shown: the prompt is nemo-act's (``prompt.preamble`` adds this benchmark's one line).
 
 **Admissible actions.** When a line has ``tools``, each step lists one entry per tool, a template such as
 ``get_weather(<arguments: {"city": string, "days"?: integer}>)`` (``?`` = optional); a ``<...>`` slot
@@ -34,13 +37,16 @@ may always answer in text. The prompt shows the templates, never a concrete call
 **Splits.** A line's ``split`` wins; otherwise ``heldout_share`` of the traces (chosen by a hash of the id,
 so stable when the file grows) are ``dev`` (held-out selection accuracy) and the rest ``train``.
 
-Bad lines stop the read with ``file:line: field '...'`` (e.g. ``messages[3].tool_calls[0].function.arguments``).
+Bad lines stop the read with ``file:line: field '...'`` (e.g. ``messages[3].tool_calls[0].function.arguments``),
+or with ``on_bad_trace: skip`` are left out and counted by reason (the experts manifest's ``skipped`` and one
+printed line per reason with its line numbers). A UTF-8 byte order mark at the start of the file is accepted.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -67,6 +73,10 @@ class TracesConfig(BenchmarkConfigBase):
     name: Literal["traces"]
     path: str | None = Field(description="JSONL file of chat traces (None: set benchmark.path=FILE).")
     heldout_share: float = Field(ge=0, lt=1, description="Share of traces without a 'split' put in 'dev'.")
+    on_bad_trace: Literal["stop", "skip"] = Field(
+        description="A line that is not a valid trace: stop the read naming file:line:field, or skip it and count "
+        "it by reason (manifest counts 'skipped', one printed line per reason)."
+    )
 
 
 CONFIG = TracesConfig
@@ -78,8 +88,20 @@ class _Line:
     def __init__(self, path: Path, lineno: int) -> None:
         self.path, self.lineno = path, lineno
 
-    def error(self, field: str, msg: str) -> RecordError:
-        return RecordError(f"{self.path}:{self.lineno}: field '{field}': {msg}")
+    def error(self, field: str, msg: str) -> TraceError:
+        return TraceError(f"{self.path}:{self.lineno}: field '{field}': {msg}", field, msg)
+
+
+class TraceError(RecordError):
+    """A line that is not a valid trace.
+
+    The message names file, line and field; ``reason`` is the same for every line with this fault (indices left
+    out), for counting skipped lines.
+    """
+
+    def __init__(self, message: str, field: str, msg: str) -> None:
+        super().__init__(message)
+        self.reason = f"{re.sub(r'[[][0-9]+[]]', '[]', field)}: {msg.split(' (')[0]}"
 
 
 def canonical_call(name: str, arguments: dict[str, Any]) -> str:
@@ -126,6 +148,14 @@ def _text(content: Any, where: _Line, field: str) -> str:
     raise where.error(field, f"expected text, null or a list of content parts, got {type(content).__name__}")
 
 
+def _tool_text(content: Any, where: _Line, field: str) -> str:
+    """A tool result's text: as :func:`_text`, and a JSON object or array (not content parts) as its JSON."""
+    parts = isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content)
+    if isinstance(content, dict) or (isinstance(content, list) and not parts):
+        return json.dumps(content, ensure_ascii=False, sort_keys=True)
+    return _text(content, where, field)
+
+
 def _tools(value: Any, where: _Line) -> list[dict[str, Any]]:
     """The tools as ``{"name", "parameters"}`` dicts (OpenAI's ``{"type": "function", "function": ...}`` or flat)."""
     if value is None:
@@ -170,6 +200,28 @@ def _calls(message: dict[str, Any], where: _Line, field: str) -> list[tuple[str,
     return out
 
 
+def _answered_call(msg: dict[str, Any], call_names: dict[str, str], called: list[str], where: _Line, field: str) -> str:
+    """The name of the tool a tool message answers.
+
+    That of the call its ``tool_call_id`` names, else its own ``name`` (legacy ``function`` messages) when an
+    earlier assistant turn called that tool.
+
+    Raises:
+        TraceError: The message answers no call of an earlier assistant turn (its tool would be lost).
+    """
+    cid = msg.get("tool_call_id")
+    if cid is not None:
+        if cid not in call_names:
+            raise where.error(f"{field}.tool_call_id", f"'{cid}' answers no tool call of an earlier assistant turn")
+        return msg.get("name") or call_names[cid]
+    name = msg.get("name")
+    if not name:
+        raise where.error(f"{field}.tool_call_id", "a tool result needs the tool_call_id of the call it answers")
+    if name not in called:
+        raise where.error(f"{field}.name", f"'{name}' answers no tool call of an earlier assistant turn")
+    return name
+
+
 def read_trace(record: Any, where: _Line, heldout_share: float) -> Trajectory:
     """One JSONL record as an expert trajectory (see the module docstring for the format).
 
@@ -194,6 +246,7 @@ def read_trace(record: Any, where: _Line, heldout_share: float) -> Trajectory:
     task: str | None = None
     pending: list[str] = []
     call_names: dict[str, str] = {}
+    called: list[str] = []
     steps: list[Step] = []
     for i, msg in enumerate(messages):
         field = f"messages[{i}]"
@@ -207,17 +260,18 @@ def read_trace(record: Any, where: _Line, heldout_share: float) -> Trajectory:
             task = text if task is None else task
             pending.append(f"User: {text}")
         elif role in ("tool", "function"):
-            name = msg.get("name") or call_names.get(msg.get("tool_call_id") or "", "")
-            text = _text(msg.get("content"), where, f"{field}.content")
-            pending.append(f"Tool {name}: {text}" if name else f"Tool: {text}")
+            pending.append(f"Tool {_answered_call(msg, call_names, called, where, field)}: "
+                           f"{_tool_text(msg.get('content'), where, f'{field}.content')}")  # fmt: skip
         elif role == "assistant":
-            if task is None:
-                raise where.error(f"{field}.role", "an assistant turn before any user message (no task)")
             calls = _calls(msg, where, field)
             call_names.update({cid: name for cid, name, _ in calls if cid})
+            called.extend(name for _, name, _ in calls)
             action = CALL_SEPARATOR.join(c for _, _, c in calls) or _text(msg.get("content"), where, f"{field}.content")
             if not action:
                 raise where.error(f"{field}.content", "an assistant turn with neither text nor tool calls")
+            if task is None:  # a greeting before the user's first message: history, not a step (there is no task)
+                pending.append(f"Assistant: {action}")
+                continue
             steps.append(
                 Step(
                     observation="\n".join(pending) or "(no new observation)",
@@ -230,7 +284,7 @@ def read_trace(record: Any, where: _Line, heldout_share: float) -> Trajectory:
         else:
             raise where.error(f"{field}.role", f"unknown role '{role}' (system, developer, user, assistant, tool)")
     if not steps:
-        raise where.error("messages", "no assistant turn: a trace needs at least one expert step")
+        raise where.error("messages", "no assistant turn after a user message: a trace needs one expert step")
     split = record.get("split")
     if split is None:
         split = "dev" if key_int("traces-split", trace_id) / 2**64 < heldout_share else "train"
@@ -250,20 +304,35 @@ def read_trace(record: Any, where: _Line, heldout_share: float) -> Trajectory:
     )
 
 
-def read_traces(path: str | Path, heldout_share: float) -> list[Trajectory]:
+def read_traces(
+    path: str | Path, heldout_share: float, skipped: dict[str, list[int]] | None = None
+) -> list[Trajectory]:
     """Every trace of a JSONL file, in file order (blank lines skipped).
 
+    Args:
+        path: The JSONL file.
+        heldout_share: Share of traces without a ``split`` that go to ``dev``.
+        skipped: Where given (``benchmark.on_bad_trace: skip``), a bad line is left out and its number recorded
+            here under its reason (:attr:`TraceError.reason`, ``not valid JSON``...) instead of stopping the read.
+
     Raises:
-        RecordError: A line is not valid UTF-8 or JSON, or not a valid trace; or two lines share an id.
+        RecordError: A line is not valid UTF-8 or JSON, or not a valid trace; or two lines share an id (unless
+            ``skipped`` is given).
     """
     path = Path(path)
     trajs: list[Trajectory] = []
     seen: dict[str, int] = {}
-    for lineno, record in iter_json(path):
+    for lineno, record in iter_json(path, skipped):
         where = _Line(path, lineno)
-        traj = read_trace(record, where, heldout_share)
-        if traj.task_id in seen:
-            raise where.error("id", f"'{traj.task_id}' is also the id of line {seen[traj.task_id]}")
+        try:
+            traj = read_trace(record, where, heldout_share)
+            if traj.task_id in seen:
+                raise where.error("id", f"'{traj.task_id}' is also the id of line {seen[traj.task_id]}")
+        except TraceError as err:
+            if skipped is None:
+                raise
+            skipped.setdefault(err.reason, []).append(lineno)
+            continue
         seen[traj.task_id] = lineno
         trajs.append(traj)
     return trajs
@@ -291,8 +360,11 @@ def _path(cfg: TracesConfig) -> Path:
     return path
 
 
-def _read(cfg: TracesConfig) -> list[Trajectory]:
-    return read_traces(_path(cfg), cfg.heldout_share)
+def _read(cfg: TracesConfig, skipped: dict[str, list[int]] | None = None) -> list[Trajectory]:
+    """The file's traces; with ``on_bad_trace: skip`` bad lines go to ``skipped`` (a new dict where None)."""
+    if cfg.on_bad_trace == "stop":
+        return read_traces(_path(cfg), cfg.heldout_share)
+    return read_traces(_path(cfg), cfg.heldout_share, {} if skipped is None else skipped)
 
 
 def read_experts(cfg: TracesConfig, split: str) -> tuple[list[Trajectory], dict[str, Any]]:
@@ -302,10 +374,14 @@ def read_experts(cfg: TracesConfig, split: str) -> tuple[list[Trajectory], dict[
         ValueError: The split has no trace (the message gives the splits the file has).
     """
     path = _path(cfg)
-    trajs = read_traces(path, cfg.heldout_share)
+    skipped: dict[str, list[int]] = {}
+    trajs = _read(cfg, skipped)
     kept = [t for t in trajs if t.split == split]
     if not kept:
         splits = sorted({t.split for t in trajs})
         raise ValueError(f"{path}: no trace in split '{split}' (the file has {splits}; see benchmark.heldout_share)")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return kept, {"traces": str(path), "sha256": digest}
+    source: dict[str, Any] = {"traces": str(path), "sha256": digest}
+    if skipped:
+        source["skipped"] = skipped
+    return kept, source

@@ -14,6 +14,7 @@ full valid-action list, ~35 KB a step uncompressed); ``.partial`` files are alwa
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 import os
@@ -116,24 +117,42 @@ def _decode(raw: bytes, path: Path, lineno: int) -> str:
         ) from None
 
 
-def iter_json(path: str | Path) -> Iterator[tuple[int, Any]]:
+def iter_json(path: str | Path, skipped: dict[str, list[int]] | None = None) -> Iterator[tuple[int, Any]]:
     """The JSON value of every non-blank line of a file (``.gz`` too), with its line number.
 
-    For files in other formats than our records (a user's chat traces, WebShop's session logs).
+    For files in other formats than our records (a user's chat traces, WebShop's session logs). A UTF-8 byte
+    order mark at the start of the file (some editors and Windows tools write one) is not part of line 1.
+
+    Args:
+        path: The file.
+        skipped: Where given, a line that is not UTF-8 or not JSON is left out and its number recorded here under
+            its reason (``not UTF-8``, ``not valid JSON``) instead of stopping the read.
 
     Raises:
-        RecordError: A line is not UTF-8 or not JSON (file, line and column named).
+        RecordError: A line is not UTF-8 or not JSON (file, line and column named), unless ``skipped`` is given.
     """
     path = Path(path)
     with _open_read(path) as fh:
         for lineno, raw in enumerate(fh, 1):
-            line = _decode(raw, path, lineno)
+            if lineno == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            try:
+                line = _decode(raw, path, lineno)
+            except RecordError:
+                if skipped is None:
+                    raise
+                skipped.setdefault("not UTF-8", []).append(lineno)
+                continue
             if not line.strip():
                 continue
             try:
-                yield lineno, json.loads(line)
+                value = json.loads(line)
             except json.JSONDecodeError as err:
-                raise RecordError(f"{path}:{lineno}: not valid JSON: {err.msg} (column {err.colno})") from None
+                if skipped is None:
+                    raise RecordError(f"{path}:{lineno}: not valid JSON: {err.msg} (column {err.colno})") from None
+                skipped.setdefault("not valid JSON", []).append(lineno)
+                continue
+            yield lineno, value
 
 
 def _open_read(path: Path) -> IO[bytes]:
