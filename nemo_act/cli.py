@@ -92,6 +92,9 @@ def cmd_experts(args: argparse.Namespace) -> int:
         f"{c['won']}/{c['episodes']} episodes won, {c['steps']} expert steps -> {summary.out}; "
         f"actions admissible when taken: {c.get('steps_admissible', 'n/a')}"
     )
+    if c.get("groups"):
+        print("groups per split: " + ", ".join(f"{split} {n}" for split, n in c["groups"].items())
+              + f" ({c.get('groups_in_several_splits', 0)} in several splits)")  # fmt: skip
     if c.get("skipped"):
         print("skipped lines: " + ", ".join(f"{n} x {reason}" for reason, n in c["skipped"].items()))
     if "gold_actions" in c:

@@ -187,6 +187,7 @@ def _experts_from_files(cfg: BenchmarkConfigBase, split: str, out: Path) -> Summ
     """Experts the adapter reads from files (e.g. WebShop's human sessions): all of them, with their score."""
     trajs, source = adapter_of(cfg).read_experts(cfg, split)
     skipped: dict[str, list[int]] = source.pop("skipped", {})  # bad lines an adapter was told to skip
+    extra: dict[str, Any] = source.pop("counts", {})  # what the adapter counts beside (e.g. traces' groups)
     params = {"benchmark": cfg.model_dump(), "split": split, **source}
     finished = reusable(out, "experts", params)
     if finished is not None:
@@ -203,6 +204,7 @@ def _experts_from_files(cfg: BenchmarkConfigBase, split: str, out: Path) -> Summ
         "steps": sum(len(t.steps) for t in trajs),
         "mean_score": sum(t.score for t in trajs) / len(trajs) if trajs else 0.0,
         **({"skipped": {reason: len(lines) for reason, lines in skipped.items()}} if skipped else {}),
+        **extra,
     }
     write_manifest(out, "experts", params=params, counts=counts)
     return Summary(counts=counts, out=out)

@@ -182,6 +182,37 @@ def test_bad_lines_are_skipped_and_counted_when_asked(tmp_path, capsys):
     assert f"skipped 2 line(s) of {f}: {reason} (line 2, 5)" in err and "not valid JSON (line 3)" in err
 
 
+def test_trials_of_one_task_stay_on_one_side_of_the_split(tmp_path):
+    """Real logs repeat tasks: split by a hash of the id, trials of one task land on both sides (a leak); with
+    ``benchmark.split_by`` every group is on one side, and the experts manifest counts each side's groups."""
+    from nemo_act.data.manifest import read_manifest
+    from nemo_act.experts import collect_experts
+
+    f = tmp_path / "trials.jsonl"
+    f.write_text("".join(_line(_trace(), id=f"t{task}-{trial}", metadata={"task": f"task-{task}"})
+                         for task in range(12) for trial in range(3)))  # fmt: skip
+    by_id = read_traces(f, 0.3)
+    sides = {}
+    for t in by_id:
+        sides.setdefault(t.task_id.split("-")[0], set()).add(t.split)
+    assert any(len(s) == 2 for s in sides.values())  # the leak a hash of the id gives
+    cfg = load_config(overrides=["benchmark=traces", f"benchmark.path={f}", "benchmark.split_by=task",
+                                 "benchmark.heldout_share=0.3"])  # fmt: skip
+    out = tmp_path / "experts.jsonl"
+    collect_experts(cfg, "train", out)
+    heldout = tmp_path / "heldout.jsonl"
+    collect_experts(cfg, "dev", heldout)
+    train_tasks = {t.task_id.split("-")[0] for t in read_jsonl(out, Trajectory)}
+    dev_tasks = {t.task_id.split("-")[0] for t in read_jsonl(heldout, Trajectory)}
+    assert train_tasks and dev_tasks and not train_tasks & dev_tasks
+    counts = read_manifest(out)["counts"]
+    assert counts["groups"] == {"dev": len(dev_tasks), "train": len(train_tasks)}
+    assert counts["groups_in_several_splits"] == 0 and counts["episodes"] == 3 * len(train_tasks)
+    missing = load_config(overrides=["benchmark=traces", f"benchmark.path={f}", "benchmark.split_by=user"])
+    with pytest.raises(RecordError, match=r"trials.jsonl:1: field 'metadata.user': benchmark.split_by names 'user'"):
+        collect_experts(missing, "train", tmp_path / "none.jsonl")
+
+
 def test_prompts_list_templates_and_never_the_expert_action(tmp_path):
     """The shown list is the templates: the expert's call and its text reply are forced in as the entries
     they match, never spelled out (that would mark the expert); without tools the list stays empty."""

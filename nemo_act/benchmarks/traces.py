@@ -35,7 +35,10 @@ may always answer in text. The prompt shows the templates, never a concrete call
 ``tools`` has no admissible list: the prompt shows none and the admissibility reward cannot fire (off).
 
 **Splits.** A line's ``split`` wins; otherwise ``heldout_share`` of the traces (chosen by a hash of the id,
-so stable when the file grows) are ``dev`` (held-out selection accuracy) and the rest ``train``.
+so stable when the file grows) are ``dev`` (held-out selection accuracy) and the rest ``train``. Real logs
+repeat tasks (several trials of one request): traces of one group (a line's ``group``, or the key that
+``benchmark.split_by`` names, top-level or in ``metadata``) are split together, by a hash of the group, so no
+task is on both sides; the experts manifest counts each split's groups.
 
 Bad lines stop the read with ``file:line: field '...'`` (e.g. ``messages[3].tool_calls[0].function.arguments``),
 or with ``on_bad_trace: skip`` are left out and counted by reason (the experts manifest's ``skipped`` and one
@@ -73,6 +76,10 @@ class TracesConfig(BenchmarkConfigBase):
     name: Literal["traces"]
     path: str | None = Field(description="JSONL file of chat traces (None: set benchmark.path=FILE).")
     heldout_share: float = Field(ge=0, lt=1, description="Share of traces without a 'split' put in 'dev'.")
+    split_by: str | None = Field(
+        description="Key of a line (or of its 'metadata' object) that groups traces, e.g. the task a trial ran: "
+        "every trace of a group lands in one split. None: a line's 'group' where it has one, else its id."
+    )
     on_bad_trace: Literal["stop", "skip"] = Field(
         description="A line that is not a valid trace: stop the read naming file:line:field, or skip it and count "
         "it by reason (manifest counts 'skipped', one printed line per reason)."
@@ -222,13 +229,38 @@ def _answered_call(msg: dict[str, Any], call_names: dict[str, str], called: list
     return name
 
 
-def read_trace(record: Any, where: _Line, heldout_share: float) -> Trajectory:
+def group_of(record: dict[str, Any], where: _Line, split_by: str | None) -> str | None:
+    """The group a trace is split with.
+
+    ``record[split_by]`` or ``record["metadata"][split_by]``; without ``split_by`` the line's ``group`` (None where
+    it has none: the trace is its own group).
+
+    Raises:
+        TraceError: ``split_by`` is set and the line has no such key, or the value is not a string or integer.
+    """
+    meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+    if split_by:
+        field = split_by if split_by in record else f"metadata.{split_by}"
+        value = record.get(split_by, meta.get(split_by))
+        if value is None:
+            raise where.error(field, f"benchmark.split_by names '{split_by}' and this line has none")
+    elif "group" in record:
+        field, value = "group", record["group"]
+    else:
+        return None
+    if not isinstance(value, str | int) or isinstance(value, bool) or value == "":
+        raise where.error(field, "expected a non-empty string or an integer (the trace's group)")
+    return str(value)
+
+
+def read_trace(record: Any, where: _Line, heldout_share: float, group: str | None = None) -> Trajectory:
     """One JSONL record as an expert trajectory (see the module docstring for the format).
 
     Args:
         record: The parsed line.
         where: File and line, for errors.
-        heldout_share: Share of traces without a ``split`` that go to ``dev``.
+        heldout_share: Share of traces (of groups, where traces are grouped) without a ``split`` put in ``dev``.
+        group: The trace's group (:func:`group_of`); None: its id.
 
     Raises:
         RecordError: Naming the file, line and field.
@@ -287,7 +319,8 @@ def read_trace(record: Any, where: _Line, heldout_share: float) -> Trajectory:
         raise where.error("messages", "no assistant turn after a user message: a trace needs one expert step")
     split = record.get("split")
     if split is None:
-        split = "dev" if key_int("traces-split", trace_id) / 2**64 < heldout_share else "train"
+        key = trace_id if group is None else f"group:{group}"
+        split = "dev" if key_int("traces-split", key) / 2**64 < heldout_share else "train"
     elif not isinstance(split, str) or not split:
         raise where.error("split", "expected a non-empty string")
     return Trajectory(
@@ -305,15 +338,21 @@ def read_trace(record: Any, where: _Line, heldout_share: float) -> Trajectory:
 
 
 def read_traces(
-    path: str | Path, heldout_share: float, skipped: dict[str, list[int]] | None = None
+    path: str | Path,
+    heldout_share: float,
+    skipped: dict[str, list[int]] | None = None,
+    split_by: str | None = None,
+    groups: dict[str, set[str]] | None = None,
 ) -> list[Trajectory]:
     """Every trace of a JSONL file, in file order (blank lines skipped).
 
     Args:
         path: The JSONL file.
-        heldout_share: Share of traces without a ``split`` that go to ``dev``.
+        heldout_share: Share of traces (groups) without a ``split`` that go to ``dev``.
         skipped: Where given (``benchmark.on_bad_trace: skip``), a bad line is left out and its number recorded
             here under its reason (:attr:`TraceError.reason`, ``not valid JSON``...) instead of stopping the read.
+        split_by: ``benchmark.split_by`` (:func:`group_of`).
+        groups: Where given, filled with each split's groups (a trace without a group counts as its own).
 
     Raises:
         RecordError: A line is not valid UTF-8 or JSON, or not a valid trace; or two lines share an id (unless
@@ -325,7 +364,8 @@ def read_traces(
     for lineno, record in iter_json(path, skipped):
         where = _Line(path, lineno)
         try:
-            traj = read_trace(record, where, heldout_share)
+            group = group_of(record, where, split_by) if isinstance(record, dict) else None
+            traj = read_trace(record, where, heldout_share, group)
             if traj.task_id in seen:
                 raise where.error("id", f"'{traj.task_id}' is also the id of line {seen[traj.task_id]}")
         except TraceError as err:
@@ -335,6 +375,8 @@ def read_traces(
             continue
         seen[traj.task_id] = lineno
         trajs.append(traj)
+        if groups is not None:
+            groups.setdefault(traj.split, set()).add(f"group:{group}" if group is not None else traj.task_id)
     return trajs
 
 
@@ -360,11 +402,13 @@ def _path(cfg: TracesConfig) -> Path:
     return path
 
 
-def _read(cfg: TracesConfig, skipped: dict[str, list[int]] | None = None) -> list[Trajectory]:
+def _read(
+    cfg: TracesConfig, skipped: dict[str, list[int]] | None = None, groups: dict[str, set[str]] | None = None
+) -> list[Trajectory]:
     """The file's traces; with ``on_bad_trace: skip`` bad lines go to ``skipped`` (a new dict where None)."""
     if cfg.on_bad_trace == "stop":
-        return read_traces(_path(cfg), cfg.heldout_share)
-    return read_traces(_path(cfg), cfg.heldout_share, {} if skipped is None else skipped)
+        return read_traces(_path(cfg), cfg.heldout_share, None, cfg.split_by, groups)
+    return read_traces(_path(cfg), cfg.heldout_share, {} if skipped is None else skipped, cfg.split_by, groups)
 
 
 def read_experts(cfg: TracesConfig, split: str) -> tuple[list[Trajectory], dict[str, Any]]:
@@ -375,13 +419,18 @@ def read_experts(cfg: TracesConfig, split: str) -> tuple[list[Trajectory], dict[
     """
     path = _path(cfg)
     skipped: dict[str, list[int]] = {}
-    trajs = _read(cfg, skipped)
+    groups: dict[str, set[str]] = {}
+    trajs = _read(cfg, skipped, groups)
     kept = [t for t in trajs if t.split == split]
     if not kept:
         splits = sorted({t.split for t in trajs})
         raise ValueError(f"{path}: no trace in split '{split}' (the file has {splits}; see benchmark.heldout_share)")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    source: dict[str, Any] = {"traces": str(path), "sha256": digest}
+    # how many groups each side has: a group on both sides (explicit 'split' fields) would leak its task
+    counts = {"groups": {name: len(g) for name, g in sorted(groups.items())}}
+    both = set.intersection(*groups.values()) if len(groups) > 1 else set()
+    counts["groups_in_several_splits"] = len(both)
+    source: dict[str, Any] = {"traces": str(path), "sha256": digest, "counts": counts}
     if skipped:
         source["skipped"] = skipped
     return kept, source
