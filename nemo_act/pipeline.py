@@ -205,6 +205,27 @@ class PipelineRunner:
         collect_pairs(experts, make_generator(policy, self.cfg), self.cfg, out)
         return out
 
+    def print_pairs_summary(self, files: dict[str, Path]) -> None:
+        """Print one table row per pairs file, from its manifest.
+
+        States, pairs, samples dropped by reason, alternatives admissible: what a user checks before training.
+        """
+        from rich.table import Table
+
+        from nemo_act.data.manifest import read_manifest
+
+        table = Table(title="ACT pairs (samples dropped: unparsable, = expert, repeat)", title_justify="left")
+        keys = ["states", "pairs", "states_without_pair", "dropped_unparsable", "dropped_duplicate", "dropped_repeat"]
+        heads = ["states", "pairs", "states without a pair", "unparsable", "= expert", "repeat"]
+        table.add_column("split")
+        for head in [*heads, "alternative admissible"]:
+            table.add_column(head, justify="right")
+        for split, path in files.items():
+            c = read_manifest(path)["counts"]
+            adm = c["alternative_admissible"]
+            table.add_row(split, *(str(c[k]) for k in keys), f"{adm} ({adm / c['pairs']:.0%})" if c["pairs"] else "0")
+        self.console.print(table)
+
     def baseline_folder(self, kind: str, stage: str | None = None) -> Path:
         """Where a reflection baseline's data is built.
 
@@ -470,6 +491,7 @@ class PipelineRunner:
         if has_pairs:
             inputs["pairs"] = self.pairs(experts, "pairs.jsonl")
             heldout_pairs = self.pairs(self.experts("heldout"), "heldout_pairs.jsonl")
+            self.print_pairs_summary({"train": inputs["pairs"], "held-out": heldout_pairs})
             self.log["selection"] = {"init": self.selection("init", self.init, heldout_pairs)}
         for kind in data_steps(stages):
             if built_data(kind) and DATA_KINDS[kind].policy == "init":

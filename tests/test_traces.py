@@ -213,6 +213,27 @@ def test_trials_of_one_task_stay_on_one_side_of_the_split(tmp_path):
         collect_experts(missing, "train", tmp_path / "none.jsonl")
 
 
+def test_the_runner_prints_a_pairs_summary_per_split(tmp_path):
+    """After pairs the runner prints a row per split from the pairs manifests: states, pairs, states without a pair,
+    samples dropped by reason, alternatives admissible (count and share)."""
+    from rich.console import Console
+
+    from nemo_act.data.manifest import write_manifest
+    from nemo_act.pipeline import PipelineRunner
+
+    files = {}
+    for split, (states, pairs, adm) in {"train": (40, 90, 81), "held-out": (9, 20, 5)}.items():
+        files[split] = tmp_path / f"{split}.jsonl"
+        files[split].write_text("")
+        counts = {"states": states, "pairs": pairs, "states_without_pair": 3, "dropped_unparsable": 7,
+                  "dropped_duplicate": 11, "dropped_repeat": 2, "alternative_admissible": adm}  # fmt: skip
+        write_manifest(files[split], "pairs", params={}, counts=counts)
+    console = Console(record=True, width=160)
+    PipelineRunner(load_config(overrides=[f"run_dir={tmp_path}"]), console=console).print_pairs_summary(files)
+    rows = [" ".join(line.replace("│", " ").split()) for line in console.export_text().splitlines()]
+    assert "train 40 90 3 7 11 2 81 (90%)" in rows and "held-out 9 20 3 7 11 2 5 (25%)" in rows
+
+
 def test_prompts_list_templates_and_never_the_expert_action(tmp_path):
     """The shown list is the templates: the expert's call and its text reply are forced in as the entries
     they match, never spelled out (that would mark the expert); without tools the list stays empty."""
@@ -277,6 +298,7 @@ def test_nemo_act_run_on_traces_end_to_end(tiny_model_dir, tmp_path):
     out = proc.stdout + proc.stderr
     assert "01_act: 100%" in out and "02_il: 100%" in out and "loss=" in out
     assert "held-out selection, init:" in out and "held-out selection, 01_act:" in out
+    assert "ACT pairs (samples dropped" in out  # the summary table after pairs (test_pipeline_prints_...)
     assert "FutureWarning" not in out and "{'loss'" not in out and "Loading weights" not in out
     heldout = list(read_jsonl(run / "data" / "heldout_pairs.jsonl", Pair))
     assert heldout and {p.benchmark for p in heldout} == {"traces"}
