@@ -116,7 +116,7 @@ def cmd_pairs(args: argparse.Namespace) -> int:
     cfg = _cfg(args)
     require({"--policy": args.policy}, {"--experts": args.experts})
     with _lock(args.out, cfg, is_file=True):
-        generator = make_generator(args.policy, cfg)
+        generator = make_generator(args.policy, cfg, args.experts)
         summary = collect_pairs(args.experts, generator, cfg, args.out, k=args.k, seed=args.seed)
     c = summary.counts
     print(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from nemo_act.config.schema import ExperimentConfig
 
-NOT_MODELS = ("random", "gold")
+NOT_MODELS = ("random", "gold", "from_data")
 
 
 class MissingInputs(ValueError):

@@ -202,7 +202,7 @@ class PipelineRunner:
         if self.isolate:
             self._step("pairs", str(experts), name)
             return out
-        collect_pairs(experts, make_generator(policy, self.cfg), self.cfg, out)
+        collect_pairs(experts, make_generator(policy, self.cfg, experts), self.cfg, out)
         return out
 
     def print_pairs_summary(self, files: dict[str, Path]) -> None:

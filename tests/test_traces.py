@@ -234,6 +234,38 @@ def test_the_runner_prints_a_pairs_summary_per_split(tmp_path):
     assert "train 40 90 3 7 11 2 81 (90%)" in rows and "held-out 9 20 3 7 11 2 5 (25%)" in rows
 
 
+def test_from_data_alternatives_are_real_calls_never_the_expert(tmp_path):
+    """``pairs_policy=from_data`` on the example: every alternative is an expert action of the same file (a real
+    call or reply, never a template as the random policy's are), admissible at its state, never the state's
+    expert action; the same seed gives the same pairs; held-out pairs draw from the held-out file only."""
+    from nemo_act.experts import collect_experts
+    from nemo_act.generation import make_generator
+    from nemo_act.pairs import collect_pairs
+    from nemo_act.rewards import normalize_action
+
+    cfg = load_config(overrides=["benchmark=traces", f"benchmark.path={EXAMPLE}", "pairs.k=3"])
+    experts = tmp_path / "experts.jsonl"
+    collect_experts(cfg, "train", experts)
+    trajs = list(read_jsonl(experts, Trajectory))
+    seen = {normalize_action(s.action) for t in trajs for s in t.steps}
+    outs = []
+    for name in ("a.jsonl", "b.jsonl"):
+        collect_pairs(experts, make_generator("from_data", cfg, experts), cfg, tmp_path / name, progress=False)
+        outs.append((tmp_path / name).read_text())
+    assert outs[0] == outs[1] and outs[0]
+    pairs = list(read_jsonl(tmp_path / "a.jsonl", Pair))
+    steps = {f"{t.trajectory_id}/{i}": s for t in trajs for i, s in enumerate(t.steps)}
+    for pair in pairs:
+        alt = pair.candidates[1 - pair.expert_index]
+        expert = pair.candidates[pair.expert_index]
+        assert normalize_action(alt) in seen and "<arguments" not in alt
+        assert normalize_action(alt) != normalize_action(expert)
+        assert in_actions(alt, steps[pair.state_id].admissible_actions)
+    assert len({p.candidates[1 - p.expert_index] for p in pairs}) > 10  # calls with many arguments, not templates
+    with pytest.raises(ValueError, match="from_data draws ACT pair alternatives"):
+        make_generator("from_data", cfg)
+
+
 def test_prompts_list_templates_and_never_the_expert_action(tmp_path):
     """The shown list is the templates: the expert's call and its text reply are forced in as the entries
     they match, never spelled out (that would mark the expert); without tools the list stays empty."""

@@ -429,7 +429,10 @@ class PipelineConfig(_Strict):
         "prompting baseline: nothing is trained, the initial policy is evaluated."
     )
     init: str | None = Field(description="Starting checkpoint and pair-sampling policy (None = model).")
-    pairs_policy: str | None = Field(description="Policy sampling alternatives (None = init; or 'random').")
+    pairs_policy: str | None = Field(
+        description="Policy sampling alternatives (None = init; or 'random', or 'from_data': other expert actions "
+        "of the file being paired that the state admits)."
+    )
     experts: ExpertSource
     heldout: ExpertSource = Field(description="Held-out expert states for selection accuracy.")
     eval: PipelineEvalConfig

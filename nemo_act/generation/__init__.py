@@ -7,10 +7,11 @@ A model policy runs in the caller's process (``generation.engines: 1``) or as an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from nemo_act.config.schema import ExperimentConfig, GenerationConfig
 from nemo_act.generation.base import GenerationRequest, Generator
-from nemo_act.generation.simple import GoldGenerator, RandomGenerator, wrap_action
+from nemo_act.generation.simple import DataGenerator, GoldGenerator, RandomGenerator, wrap_action
 
 
 @dataclass(frozen=True)
@@ -92,20 +93,32 @@ def engines_summary(cfg: ExperimentConfig) -> str:
     return f"{n} {gen.backend} engine{'s' * (n > 1)} x {where}{rate}"
 
 
-def make_generator(policy: str, cfg: ExperimentConfig) -> Generator:
+def make_generator(policy: str, cfg: ExperimentConfig, data: str | Path | None = None) -> Generator:
     """Build the generator for a policy name.
 
     Args:
-        policy: ``random``, ``gold``, or an HF checkpoint (hub name or folder).
+        policy: ``random``, ``gold``, ``from_data`` (pair alternatives from ``data``'s expert actions), or an
+            HF checkpoint (hub name or folder).
         cfg: The experiment config (model and generation settings).
+        data: The expert trajectories being paired (``from_data`` only).
 
     Returns:
         A generator: in this process, or spread over ``generation.engines`` Ray actors.
+
+    Raises:
+        ValueError: ``from_data`` without ``data`` (it draws pair alternatives; it cannot play or reason).
     """
     if policy == "random":
         return RandomGenerator()
     if policy == "gold":
         return GoldGenerator()
+    if policy == "from_data":
+        if data is None:
+            raise ValueError("policy from_data draws ACT pair alternatives from the experts file; use it for pairs")
+        from nemo_act.data.io import read_jsonl
+        from nemo_act.data.records import Trajectory
+
+        return DataGenerator([s.action for t in read_jsonl(data, Trajectory) for s in t.steps])
     factory = BackendFactory(policy, cfg)
     engines = resolve_engines(cfg.generation)
     if engines == 1:
@@ -124,6 +137,7 @@ __all__ = [
     "GenerationRequest",
     "Generator",
     "GoldGenerator",
+    "DataGenerator",
     "RandomGenerator",
     "engine_resources",
     "engines_summary",

@@ -1,4 +1,7 @@
-"""Policies without a model: ``random`` (uniform over admissible actions) and ``gold`` (the expert).
+"""Policies without a model: ``random``, ``gold`` and ``from_data``.
+
+``random`` is uniform over the admissible actions, ``gold`` replays the expert, ``from_data`` draws other expert
+actions of the same data (pair alternatives).
 
 They answer in the same format a model does (``<action>...</action>``), so every consumer parses
 all policies the same way.
@@ -11,7 +14,7 @@ from collections.abc import Sequence
 
 from nemo_act.config.schema import SamplingConfig
 from nemo_act.generation.base import GenerationRequest
-from nemo_act.rewards import ACTION_CLOSE, ACTION_OPEN, normalize_action
+from nemo_act.rewards import ACTION_CLOSE, ACTION_OPEN, in_actions, normalize_action
 from nemo_act.seeding import key_rng
 
 
@@ -60,4 +63,42 @@ class GoldGenerator:
             if req.gold_action is None:
                 raise ValueError(f"gold policy: request {req.key} carries no gold action")
             out.append([wrap_action(req.gold_action)] * n)
+        return out
+
+
+class DataGenerator:
+    """Alternatives drawn from the data's own expert actions (``pairs_policy: from_data``).
+
+    For each request: the expert actions of the file being paired (its other states) that the request's
+    admissible list allows, minus its ``exclude`` (the state's expert action), uniform and seeded per request
+    key; where a state lists no admissible actions, any of them. On agent traces these are real calls (a listed
+    tool with arguments someone used, another listed tool, a text reply) where the random policy can only return
+    a tool's template (``get_weather(<arguments: ...>)``), which no model writes: trivial pairs. A request whose
+    pool is empty gets empty responses (no pair; counted as unparsable).
+
+    Args:
+        actions: The expert actions to draw from (those of the experts file being paired).
+    """
+
+    name = "from_data"
+
+    def __init__(self, actions: Sequence[str]) -> None:
+        by_norm = {normalize_action(a): a for a in actions}
+        self.actions = [by_norm[k] for k in sorted(by_norm)]  # one spelling each, in a fixed order
+
+    def generate(
+        self, requests: Sequence[GenerationRequest], n: int, sampling: SamplingConfig, seed: int
+    ) -> list[list[str]]:
+        """Draw ``n`` other expert actions per request (seeded per request key)."""
+        out: list[list[str]] = []
+        for req in requests:
+            banned = {normalize_action(a) for a in req.exclude}
+            pool = [
+                a
+                for a in self.actions
+                if normalize_action(a) not in banned
+                and (not req.admissible_actions or in_actions(a, req.admissible_actions))
+            ]
+            rng = _rng(seed, f"from_data/{req.key}")
+            out.append([wrap_action(rng.choice(pool)) if pool else "" for _ in range(n)])
         return out
