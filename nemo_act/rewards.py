@@ -155,17 +155,26 @@ def _template(entry: str) -> re.Pattern[str] | None:
 def in_actions(action: str, actions: Iterable[str]) -> bool:
     """Whether ``action`` is one of ``actions`` after :func:`normalize_action` (admissibility checks).
 
-    An entry may be a template whose ``<...>`` slots stand for any non-empty text: WebShop's
-    ``search[<query>]``, a tool of the traces benchmark ``get_weather(<arguments: ...>)``.
+    An entry may be a template whose ``<...>`` slots stand for any non-empty text (WebShop's
+    ``search[<query>]``). A list with tool entries (the traces benchmark's ``get_weather(<arguments: {...}>)``)
+    admits a call only of a listed tool with arguments that validate against its entry, and text only where it
+    lists ``<a text reply to the user>`` (:func:`nemo_act.tool_calls.call_admissible`).
 
-    >>> in_actions('get_weather({"city": "Oslo"})', ["get_weather(<arguments: {...}>)"])
+    >>> in_actions('get_weather({"city": "Oslo"})', ['get_weather(<arguments: {"city": string}>)'])
     True
+    >>> in_actions('get_weather({"town": "Oslo"})', ['get_weather(<arguments: {"city": string}>)'])
+    False
     """
+    from nemo_act.tool_calls import call_admissible
+
     norm = normalize_action(action)
-    for a in actions:
-        entry = normalize_action(a)
-        if entry == norm:
-            return True
+    entries = [normalize_action(a) for a in actions]
+    if norm in entries:
+        return True
+    by_tools = call_admissible(norm, entries)
+    if by_tools is not None:
+        return by_tools
+    for entry in entries:
         pattern = _template(entry)
         if pattern is not None and pattern.fullmatch(norm):
             return True

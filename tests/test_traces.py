@@ -87,6 +87,62 @@ def test_template_entries_match_calls_of_their_tool_only():
     assert in_actions("now({})", [tool_template({"name": "now"})])
 
 
+CABIN = {
+    "name": "book_flight",
+    "parameters": {
+        "type": "object",
+        "required": ["flight_id", "cabin"],
+        "properties": {
+            "flight_id": {"type": "string"},
+            "cabin": {"enum": ["economy", "business"]},
+            "seats": {"type": "integer"},
+        },
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("action", "admissible"),
+    [
+        ('get_weather({"city": "Oslo"})', True),
+        ('get_weather({"city": "Oslo", "days": 2}); book_flight({"flight_id": "X1", "cabin": "business"})', True),
+        ("Sure, it will rain in Oslo.", True),  # a text reply
+        ('delete_database({"x": 1})', False),  # a tool that is not listed
+        ('get_weather({"city": "Oslo"', False),  # bad JSON
+        ("get_weather(", False),  # call-shaped garbage
+        ('get_weather({"days": 2})', False),  # a required argument missing
+        ('get_weather({"city": 3})', False),  # a mistyped argument
+        ('book_flight({"flight_id": "X1", "cabin": "first"})', False),  # outside the enum
+        ('get_weather({"city": "Oslo"}); get_weather({"town": "Bergen"})', False),  # one of two calls bad
+        ('get_weather(["Oslo"])', False),  # arguments not an object
+        ("", False),  # an empty reply
+    ],
+)
+def test_admissible_means_a_listed_tool_with_valid_arguments_or_text(action, admissible):
+    """The rule every admissibility check follows (the reader's flag, pair candidates, both engines' R_adm): a
+    call of a listed tool whose arguments validate against its entry, or text that is not call-shaped."""
+    from nemo_act.config.schema import RewardValues
+    from nemo_act.rewards import action_reward
+
+    entries = [tool_template(WEATHER["function"]), tool_template(CABIN), REPLY_ENTRY]
+    assert 'book_flight(<arguments: {"cabin": "economy"|"business", "flight_id": string' in entries[1]
+    assert in_actions(action, entries) is admissible
+    values = RewardValues(correct=1.0, admissible=0.1, malformed=-1.0)
+    reward = action_reward(f"<action>{action}</action>", 'get_weather({"city": "Lima"})', entries, values, True)
+    assert reward.admissible == (0.1 if admissible else 0.0) and reward.accuracy == 0.0
+
+
+def test_a_recorded_call_of_an_unlisted_tool_is_not_admissible(tmp_path):
+    f = tmp_path / "log.jsonl"
+    bad = _trace('{"city": "Oslo"}')
+    bad[2]["tool_calls"][0]["function"]["name"] = "get_forecast"
+    bad[3]["tool_call_id"] = "c1"
+    f.write_text(_line(_trace(), id="ok", tools=[WEATHER]) + _line(bad, id="bad", tools=[WEATHER]))
+    ok, wrong = read_traces(f, 0.2)
+    assert [s.action_admissible for s in ok.steps] == [True, True]
+    assert [s.action_admissible for s in wrong.steps] == [False, True]
+
+
 def test_the_example_file_reads_with_a_stable_heldout_split():
     trajs = read_traces(EXAMPLE, 0.2)
     assert len(trajs) == 60 and len({t.task_id for t in trajs}) == 60

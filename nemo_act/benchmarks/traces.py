@@ -28,10 +28,13 @@ first step's history (``Assistant: ...``). System (and developer) messages are t
 and are not shown: the prompt is nemo-act's (``prompt.preamble`` adds this benchmark's one line).
 
 **Admissible actions.** When a line has ``tools``, each step lists one entry per tool, a template such as
-``get_weather(<arguments: {"city": string, "days"?: integer}>)`` (``?`` = optional); a ``<...>`` slot
-matches any text (:func:`nemo_act.rewards.in_actions`), so a call of a listed tool is admissible and the
-admissibility reward applies to it; the list ends with ``<a text reply to the user>``, since a chat agent
-may always answer in text. The prompt shows the templates, never a concrete call. A line without
+``get_weather(<arguments: {"city": string, "days"?: integer, "unit"?: "c"|"f"}>)`` (``?`` = optional; a type,
+or an enum's values); the list ends with ``<a text reply to the user>``, since a chat agent may always answer in
+text. A call is admissible when its tool is listed and its arguments validate against the entry (required
+keys, types, enum values: :mod:`nemo_act.tool_calls`, with ``jsonschema``); a text reply when it is text and not
+call-shaped; nothing else (an unlisted tool, bad JSON, call-shaped garbage, an empty reply). The same rule
+decides a step's ``action_admissible``, a pair's candidates' and the admissibility reward of both engines. The
+prompt shows the templates, never a concrete call. A line without
 ``tools`` has no admissible list: the prompt shows none and the admissibility reward cannot fire (off).
 
 **Splits.** A line's ``split`` wins; otherwise ``heldout_share`` of the traces (chosen by a hash of the id,
@@ -61,13 +64,15 @@ from nemo_act.data.io import RecordError, iter_json
 from nemo_act.data.records import Step, Trajectory
 from nemo_act.rewards import in_actions
 from nemo_act.seeding import key_int
+from nemo_act.tool_calls import TEXT_REPLY
 
 ADAPTER_VERSION = 1
 LIVE_EXPERT_ACTION = False
 SOURCE = "traces"
 CALL_SEPARATOR = "; "
 _IGNORED_ROLES = ("system", "developer")
-REPLY_ENTRY = "<a text reply to the user>"  # with tools: a text turn is a legal action too (one slot: any text)
+_INDEX = re.compile(r"\[\d+\]")  # messages[3] -> messages[] in a skip reason
+REPLY_ENTRY = TEXT_REPLY  # with tools: a text turn is a legal action too (any text that is not call-shaped)
 
 
 class TracesConfig(BenchmarkConfigBase):
@@ -108,7 +113,8 @@ class TraceError(RecordError):
 
     def __init__(self, message: str, field: str, msg: str) -> None:
         super().__init__(message)
-        self.reason = f"{re.sub(r'[[][0-9]+[]]', '[]', field)}: {msg.split(' (')[0]}"
+        where = _INDEX.sub("[]", field)
+        self.reason = f"{where}: {msg.split(' (')[0]}"
 
 
 def canonical_call(name: str, arguments: dict[str, Any]) -> str:
@@ -132,11 +138,17 @@ def tool_template(tool: dict[str, Any]) -> str:
     if not props:
         return f"{tool['name']}({{}})"
     required = set(params.get("required") or [])
-    fields = [
-        f'"{key}"{"" if key in required else "?"}: {(spec or {}).get("type", "any")}'
-        for key, spec in sorted(props.items())
-    ]
+    fields = [f'"{key}"{"" if key in required else "?"}: {_value(spec)}' for key, spec in sorted(props.items())]
     return f"{tool['name']}(<arguments: {{{', '.join(fields)}}}>)"
+
+
+def _value(spec: Any) -> str:
+    """What an argument may be, as a template shows it: its allowed values (an enum), its type(s), or ``any``."""
+    spec = spec if isinstance(spec, dict) else {}
+    if isinstance(spec.get("enum"), list) and spec["enum"]:
+        return "|".join(json.dumps(v, ensure_ascii=False) for v in spec["enum"])
+    kind = spec.get("type", "any")
+    return "|".join(kind) if isinstance(kind, list) else str(kind)
 
 
 def _text(content: Any, where: _Line, field: str) -> str:

@@ -1,0 +1,126 @@
+"""Tool calls as actions: parse ``name({json})`` calls, and check them against a tool's admissible entry.
+
+An agent-trace state lists one entry per tool, ``get_weather(<arguments: {"city": string, "days"?: integer}>)``
+(:func:`nemo_act.benchmarks.traces.tool_template` writes them: ``?`` = optional, a type name or ``any``, or the
+allowed values ``"economy"|"business"`` of an enum), plus :data:`TEXT_REPLY` for a plain answer. The entry is
+the one thing every admissibility check sees (the trace reader, pair construction, both engines' rewards: rows
+carry the admissible list), so it carries what a call is checked against: the tool's name, its required
+arguments, each argument's type or values. :func:`call_admissible` turns the entry back into a JSON Schema and
+validates the call's arguments with ``jsonschema`` (the kept validator of the field; a row does not carry the
+tool's full schema, so nested properties are checked only as ``object``/``array``). A text reply is admissible
+when it is text and not call-shaped (``get_weather(``, ``delete_database({"x": 1})`` are calls that must match
+a listed tool). Everything is compared after :func:`nemo_act.rewards.normalize_action` (case-folded), so
+entries and calls are parsed in that form.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from typing import Any
+
+TEXT_REPLY = "<a text reply to the user>"  # the entry for a turn that answers in text
+CALL_SEPARATOR = "; "  # parallel calls of one turn
+_NAME = r"[A-Za-z_][\w.\-]*"
+_CALL_START = re.compile(rf"({_NAME})\(")
+_ENTRY = re.compile(rf"^({_NAME})\(<arguments: \{{(.*)\}}>\)$", re.DOTALL)
+_STRING = r'"(?:[^"\\]|\\.)*"'
+_ALT = rf"{_STRING}|[^,|\s\"]+"
+_FIELD = re.compile(rf"\s*({_STRING})(\?)?:\s*((?:{_ALT})(?:\|(?:{_ALT}))*)\s*(?:,|$)")
+_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
+_DECODER = json.JSONDecoder()
+
+
+def looks_like_call(text: str) -> bool:
+    """Whether ``text`` starts like a tool call (``name(``): then it must be one, of a listed tool."""
+    return _CALL_START.match(text.strip()) is not None
+
+
+def parse_calls(text: str) -> list[tuple[str, Any]] | None:
+    """``name({json}); name2({json})`` as ``[(name, arguments), ...]``; None when it is not exactly that."""
+    calls, pos, text = [], 0, text.strip()
+    while True:
+        m = _CALL_START.match(text, pos)
+        if m is None:
+            return None
+        try:
+            args, end = _DECODER.raw_decode(text, m.end())
+        except json.JSONDecodeError:
+            return None
+        if not text.startswith(")", end):
+            return None
+        calls.append((m.group(1), args))
+        pos = end + 1
+        if pos == len(text):
+            return calls
+        if text[pos] != CALL_SEPARATOR[0]:
+            return None
+        pos += 1
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+
+
+@lru_cache(maxsize=4096)
+def entry_schema(entry: str) -> tuple[str, dict[str, Any]] | None:
+    """A tool entry's name and the JSON Schema of its arguments; None when ``entry`` is no tool entry."""
+    if entry.endswith("({})") and re.fullmatch(rf"{_NAME}\(\{{\}}\)", entry):
+        return entry[:-4], {"type": "object", "properties": {}, "additionalProperties": False}
+    m = _ENTRY.match(entry)
+    if m is None:
+        return None
+    name, body = m.groups()
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    pos = 0
+    while pos < len(body):
+        f = _FIELD.match(body, pos)
+        if f is None or f.end() == pos:
+            return None
+        key, optional, alts = json.loads(f.group(1)), f.group(2), f.group(3)
+        props[key] = _value_schema(alts)
+        if not optional:
+            required.append(key)
+        pos = f.end()
+    return name, {"type": "object", "properties": props, "required": required}
+
+
+def _value_schema(alts: str) -> dict[str, Any]:
+    values = re.findall(_ALT, alts)
+    if any(v.startswith('"') or re.fullmatch(r"-?\d+(\.\d+)?", v) or v in ("true", "false") for v in values):
+        return {"enum": [json.loads(v) for v in values]}
+    if values == ["any"]:
+        return {}
+    return {"type": [v for v in values if v in _TYPES] or values}
+
+
+@lru_cache(maxsize=4096)
+def _validator(entry: str):
+    from jsonschema import Draft202012Validator
+
+    parsed = entry_schema(entry)
+    return None if parsed is None else Draft202012Validator(parsed[1])
+
+
+def call_admissible(action: str, entries: list[str]) -> bool | None:
+    """Whether ``action`` is admissible against a list that holds tool entries.
+
+    Returns:
+        None when ``entries`` holds no tool entry (the caller checks as for any benchmark); else True for a text
+        reply (when :data:`TEXT_REPLY` is listed) or for calls that are each a listed tool's, with arguments that
+        validate against its entry, and False for anything else (an unlisted tool, bad JSON, a missing required or
+        mistyped argument, a value outside an enum, call-shaped garbage, an empty reply).
+    """
+    tools = {parsed[0]: entry for entry in entries if (parsed := entry_schema(entry)) is not None}
+    if not tools:
+        return None
+    if not action.strip():
+        return False
+    calls = parse_calls(action)
+    if calls is None:
+        return TEXT_REPLY in entries and not looks_like_call(action)
+    for name, args in calls:
+        entry = tools.get(name)
+        if entry is None or not isinstance(args, dict) or not _validator(entry).is_valid(args):
+            return False
+    return True
