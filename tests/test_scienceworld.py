@@ -88,24 +88,15 @@ def test_unknown_split_and_task_are_rejected(scienceworld, cfg):
         env.close()
 
 
-def _any_order(path) -> list[dict]:
-    """An experts file with each observation's lines and each admissible list sorted (ScienceWorld's object order
-    follows the JVM's identity hashes: tests/assets/make_assets.py)."""
-    out = []
-    for traj in read_jsonl(path, Trajectory):
-        d = traj.model_dump()
-        for step in d["steps"]:
-            step["observation"] = sorted(line.strip() for line in step["observation"].splitlines())
-            step["admissible_actions"] = sorted(step["admissible_actions"])
-        out.append(d)
-    return out
-
-
 @pytest.mark.heavy
 def test_the_committed_experts_are_what_a_collection_makes(scienceworld, tmp_path):
-    """The ``sw_experts`` asset (tests/assets/make_assets.py) is what the script makes now, with the same parameters
-    and counts in its manifest: byte for byte on the JVM that made it, in content (object order aside) on any
-    other. A change to the adapter or the simulator shows here first."""
+    """The ``sw_experts`` asset (tests/assets/make_assets.py) is what the script makes now, byte for byte, with
+    the same parameters and counts in its manifest: a change to the adapter or the simulator shows here first.
+
+    Only on the JVM that made it: ScienceWorld's object order follows the JVM's identity hashes, and with it the
+    gold path's choices (measured: under ``-XX:+UseSerialGC`` the gold path focuses on the chair, not the steel
+    table). Elsewhere :func:`test_gold_experts_replay_to_100` still checks the asset replays to 100 on this JVM.
+    """
     import sys
 
     from conftest import SW_EXPERTS
@@ -115,14 +106,13 @@ def test_the_committed_experts_are_what_a_collection_makes(scienceworld, tmp_pat
         from make_assets import java_version, make_sw_experts
     finally:
         sys.path.remove(str(SW_EXPERTS.parent))
+    made_on = SW_EXPERTS.with_name("sw_experts.java.txt").read_text().strip()
+    if java_version() != made_on:
+        pytest.skip(f"the asset was made on {made_on!r}, this is {java_version()!r}: other gold paths may come out")
     fresh = make_sw_experts(tmp_path / SW_EXPERTS.name)
-    redo = "re-run tests/assets/make_assets.py and say why in the commit"
-    assert _any_order(fresh) == _any_order(SW_EXPERTS), redo
+    assert fresh.read_bytes() == SW_EXPERTS.read_bytes(), "re-run tests/assets/make_assets.py and say why"
     mine, theirs = read_manifest(fresh), read_manifest(SW_EXPERTS)
-    assert (mine["params"], mine["counts"]) == (theirs["params"], theirs["counts"])
-    if java_version() == SW_EXPERTS.with_name("sw_experts.java.txt").read_text().strip():
-        assert fresh.read_bytes() == SW_EXPERTS.read_bytes(), redo
-        assert mine["sha256"] == theirs["sha256"]
+    assert (mine["params"], mine["counts"], mine["sha256"]) == (theirs["params"], theirs["counts"], theirs["sha256"])
 
 
 @pytest.mark.heavy

@@ -8,12 +8,13 @@ tasks of ``tests/conftest.py``'s ``SW_FAST_TASKS`` (10 states), as ``nemo-act ex
 learns its merges from it (as the demo's does from its experts): benchmark text then takes ~3.4x fewer tokens
 than with merges from the prompt templates alone, and every tiny-model test runs on shorter sequences.
 ``tests/test_scienceworld.py::test_the_committed_experts_are_what_a_collection_makes`` collects them afresh and
-compares: the bytes where the JVM is the one that made them (``sw_experts.java.txt``), else the content with each
-observation's lines and each admissible list in any order. ScienceWorld lists a room's objects in the order of
-the JVM's identity hashes, which any JVM option or build changes (measured: ``-XX:+UseSerialGC`` alone reorders
-them; the same JVM and options give the same bytes every run), so the asset is made with the JVM's defaults, as
-``nemo-act experts`` runs it. Run this script again when that test fails because the adapter changed (say why
-in the commit), not to make a failure go away.
+compares the bytes, on the JVM that made them (``sw_experts.java.txt``; elsewhere it skips, and
+``test_gold_experts_replay_to_100`` checks the asset still replays to 100). ScienceWorld lists a room's objects in
+the order of the JVM's identity hashes, which any JVM option or build changes, and the gold path's choices with
+it (measured: ``-XX:+UseSerialGC`` alone reorders the objects and the gold path focuses on the chair instead of
+the steel table; the same JVM and options give the same bytes every run), so the asset is made with the JVM's
+defaults, as ``nemo-act experts`` runs it. Run this script again when that test fails because the adapter
+changed (say why in the commit), not to make a failure go away.
 """
 
 from __future__ import annotations
