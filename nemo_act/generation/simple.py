@@ -27,26 +27,38 @@ def _rng(seed: int, key: str) -> random.Random:
     return key_rng(seed, key)
 
 
-class RandomGenerator:
-    """Uniform over the admissible actions, minus the request's ``exclude`` list.
+class _PoolPolicy:
+    """A policy that answers each request with ``n`` uniform draws from a pool of actions.
 
-    A request with no admissible action left yields an empty response (parsed as malformed).
+    Seeded per request key; a request whose pool is empty gets empty responses (parsed as malformed).
     """
 
-    name = "random"
+    name: str
+    key_prefix = ""  # of the per-request seed
+
+    def _pool(self, req: GenerationRequest, banned: set[str]) -> list[str]:
+        raise NotImplementedError
 
     def generate(
         self, requests: Sequence[GenerationRequest], n: int, sampling: SamplingConfig, seed: int
     ) -> list[list[str]]:
-        """Sample ``n`` admissible actions per request (seeded per request key)."""
+        """Draw ``n`` actions per request from its pool, minus its ``exclude`` list (seeded per request key)."""
         out: list[list[str]] = []
         for req in requests:
-            banned = {normalize_action(a) for a in req.exclude}
-            # sorted: the env's list order is not stable (ScienceWorld's varies between JVMs), the set is
-            pool = sorted(a for a in req.admissible_actions if normalize_action(a) not in banned)
-            rng = _rng(seed, req.key)
+            pool = self._pool(req, {normalize_action(a) for a in req.exclude})
+            rng = _rng(seed, self.key_prefix + req.key)
             out.append([wrap_action(rng.choice(pool)) if pool else "" for _ in range(n)])
         return out
+
+
+class RandomGenerator(_PoolPolicy):
+    """Uniform over the admissible actions, minus the request's ``exclude`` list."""
+
+    name = "random"
+
+    def _pool(self, req: GenerationRequest, banned: set[str]) -> list[str]:
+        # sorted: the env's list order is not stable (ScienceWorld's varies between JVMs), the set is
+        return sorted(a for a in req.admissible_actions if normalize_action(a) not in banned)
 
 
 class GoldGenerator:
@@ -66,7 +78,7 @@ class GoldGenerator:
         return out
 
 
-class DataGenerator:
+class DataGenerator(_PoolPolicy):
     """Alternatives drawn from the data's own expert actions (``pairs_policy: from_data``).
 
     For each request: the expert actions of the file being paired (its other states) that the request's
@@ -81,24 +93,12 @@ class DataGenerator:
     """
 
     name = "from_data"
+    key_prefix = "from_data/"
 
     def __init__(self, actions: Sequence[str]) -> None:
         by_norm = {normalize_action(a): a for a in actions}
         self.actions = [by_norm[k] for k in sorted(by_norm)]  # one spelling each, in a fixed order
 
-    def generate(
-        self, requests: Sequence[GenerationRequest], n: int, sampling: SamplingConfig, seed: int
-    ) -> list[list[str]]:
-        """Draw ``n`` other expert actions per request (seeded per request key)."""
-        out: list[list[str]] = []
-        for req in requests:
-            banned = {normalize_action(a) for a in req.exclude}
-            pool = [
-                a
-                for a in self.actions
-                if normalize_action(a) not in banned
-                and (not req.admissible_actions or in_actions(a, req.admissible_actions))
-            ]
-            rng = _rng(seed, f"from_data/{req.key}")
-            out.append([wrap_action(rng.choice(pool)) if pool else "" for _ in range(n)])
-        return out
+    def _pool(self, req: GenerationRequest, banned: set[str]) -> list[str]:
+        listed = req.admissible_actions
+        return [a for a in self.actions if normalize_action(a) not in banned and (not listed or in_actions(a, listed))]
