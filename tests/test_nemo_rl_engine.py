@@ -130,7 +130,12 @@ def test_nemo_rls_own_loaders_build_our_datums_and_train_only_on_the_answer(
 
     from nemo_act.data import Trajectory
     from nemo_act.engines.nemo_rl.datasets import StageRowsDataset
+    from nemo_act.engines.nemo_rl.environments import register
 
+    # setup_response_data creates the envs before it builds the dataset (whose constructor registers them): in the
+    # job, tools/convert/autoregister's sitecustomize has registered them at NeMo-RL's import; here, do what it does
+    # (this test failed when xdist ran it before any other test had registered them)
+    register()
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     pairs_file = tmp_path / "pairs.jsonl"
     collect_pairs(sw_experts, RandomGenerator(), cfg, pairs_file, progress=False)
