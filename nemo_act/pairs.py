@@ -30,7 +30,7 @@ from nemo_act.data.records import Pair, Trajectory
 from nemo_act.generation.base import GenerationRequest, Generator, generate_batches
 from nemo_act.prompts.render import as_messages, generation_prompt
 from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
-from nemo_act.rewards import in_actions, normalize_action, parse_action
+from nemo_act.rewards import Admissible, normalize_action, parse_action
 from nemo_act.seeding import key_rng
 
 
@@ -124,7 +124,8 @@ def build_outcome(
     n_alt = cfg.pairs.candidates - 1
     groups = [alternatives[i : i + n_alt] for i in range(0, len(alternatives) - n_alt + 1, n_alt)]
     for j, group in enumerate(groups):
-        flags = [in_actions(a, step.admissible_actions) for a in group]
+        listed = Admissible(step.admissible_actions)
+        flags = [a in listed for a in group]
         state = trajectory_state(
             traj,
             index,

@@ -26,6 +26,7 @@ from enum import StrEnum
 from functools import lru_cache
 
 from nemo_act.config.schema import RewardValues, SelectionRewardConfig
+from nemo_act.tool_calls import TEXT_REPLY, call_admissible, tool_entries
 
 ACTION_OPEN = "<action>"  # the answer tag: the one place it is spelled (generation stops, targets, parsing)
 ACTION_CLOSE = "</action>"
@@ -152,33 +153,41 @@ def _template(entry: str) -> re.Pattern[str] | None:
     return None if len(parts) == 1 else re.compile(".+".join(re.escape(p) for p in parts), re.DOTALL)
 
 
-def in_actions(action: str, actions: Iterable[str]) -> bool:
-    """Whether ``action`` is one of ``actions`` after :func:`normalize_action` (admissibility checks).
+class Admissible:
+    """One state's admissible list, normalised once, as a membership test: ``action in Admissible(actions)``.
 
     An entry may be a template whose ``<...>`` slots stand for any non-empty text (WebShop's
     ``search[<query>]``). A list with tool entries (the traces benchmark's ``get_weather(<arguments: {...}>)``)
     admits a call only of a listed tool with arguments that validate against its entry, and text only where it
-    lists ``<a text reply to the user>`` (:func:`nemo_act.tool_calls.call_admissible`).
+    lists ``<a text reply to the user>`` (:func:`nemo_act.tool_calls.call_admissible`). Build one per state where
+    many actions are checked against the same list (a policy's pool, a group of candidates).
+    """
+
+    def __init__(self, actions: Iterable[str]) -> None:
+        entries = [normalize_action(a) for a in actions]
+        self._exact = set(entries)
+        self._tools = tool_entries(entries)
+        self._text_reply = TEXT_REPLY in self._exact
+        self._patterns = [] if self._tools else [p for e in entries if (p := _template(e)) is not None]
+
+    def __contains__(self, action: object) -> bool:
+        norm = normalize_action(str(action))
+        if norm in self._exact:
+            return True
+        if self._tools:
+            return call_admissible(norm, self._tools, self._text_reply)
+        return any(p.fullmatch(norm) for p in self._patterns)
+
+
+def in_actions(action: str, actions: Iterable[str]) -> bool:
+    """Whether ``action`` is one of ``actions`` after :func:`normalize_action` (see :class:`Admissible`).
 
     >>> in_actions('get_weather({"city": "Oslo"})', ['get_weather(<arguments: {"city": string}>)'])
     True
     >>> in_actions('get_weather({"town": "Oslo"})', ['get_weather(<arguments: {"city": string}>)'])
     False
     """
-    from nemo_act.tool_calls import call_admissible
-
-    norm = normalize_action(action)
-    entries = [normalize_action(a) for a in actions]
-    if norm in entries:
-        return True
-    by_tools = call_admissible(norm, entries)
-    if by_tools is not None:
-        return by_tools
-    for entry in entries:
-        pattern = _template(entry)
-        if pattern is not None and pattern.fullmatch(norm):
-            return True
-    return False
+    return action in Admissible(actions)
 
 
 @dataclass(frozen=True)

@@ -102,23 +102,29 @@ def _validator(entry: str):
     return None if parsed is None else Draft202012Validator(parsed[1])
 
 
-def call_admissible(action: str, entries: list[str]) -> bool | None:
-    """Whether ``action`` is admissible against a list that holds tool entries.
+def tool_entries(entries: list[str]) -> dict[str, str]:
+    """The tool entries of an admissible list, by tool name (empty: the list has none)."""
+    return {parsed[0]: entry for entry in entries if (parsed := entry_schema(entry)) is not None}
+
+
+def call_admissible(action: str, tools: dict[str, str], text_reply: bool) -> bool:
+    """Whether ``action`` is admissible against a list with the tool entries ``tools`` (:func:`tool_entries`).
+
+    Args:
+        action: The action (normalised, as the entries are).
+        tools: The list's tool entries by name (not empty).
+        text_reply: Whether the list holds :data:`TEXT_REPLY`.
 
     Returns:
-        None when ``entries`` holds no tool entry (the caller checks as for any benchmark); else True for a text
-        reply (when :data:`TEXT_REPLY` is listed) or for calls that are each a listed tool's, with arguments that
-        validate against its entry, and False for anything else (an unlisted tool, bad JSON, a missing required or
+        True for a text reply (where ``text_reply``) or for calls that are each a listed tool's, with arguments that
+        validate against its entry; False for anything else (an unlisted tool, bad JSON, a missing required or
         mistyped argument, a value outside an enum, call-shaped garbage, an empty reply).
     """
-    tools = {parsed[0]: entry for entry in entries if (parsed := entry_schema(entry)) is not None}
-    if not tools:
-        return None
     if not action.strip():
         return False
     calls = parse_calls(action)
     if calls is None:
-        return TEXT_REPLY in entries and not looks_like_call(action)
+        return text_reply and not looks_like_call(action)
     for name, args in calls:
         entry = tools.get(name)
         if entry is None or not isinstance(args, dict) or not _validator(entry).is_valid(args):

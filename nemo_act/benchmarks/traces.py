@@ -64,12 +64,11 @@ from nemo_act.data.io import RecordError, iter_json
 from nemo_act.data.records import Step, Trajectory
 from nemo_act.rewards import in_actions
 from nemo_act.seeding import key_int
-from nemo_act.tool_calls import TEXT_REPLY
+from nemo_act.tool_calls import CALL_SEPARATOR, TEXT_REPLY
 
 ADAPTER_VERSION = 1
 LIVE_EXPERT_ACTION = False
 SOURCE = "traces"
-CALL_SEPARATOR = "; "
 _IGNORED_ROLES = ("system", "developer")
 _INDEX = re.compile(r"\[\d+\]")  # messages[3] -> messages[] in a skip reason
 REPLY_ENTRY = TEXT_REPLY  # with tools: a text turn is a legal action too (any text that is not call-shaped)
@@ -419,8 +418,10 @@ def _read(
 ) -> list[Trajectory]:
     """The file's traces; with ``on_bad_trace: skip`` bad lines go to ``skipped`` (a new dict where None)."""
     if cfg.on_bad_trace == "stop":
-        return read_traces(_path(cfg), cfg.heldout_share, None, cfg.split_by, groups)
-    return read_traces(_path(cfg), cfg.heldout_share, {} if skipped is None else skipped, cfg.split_by, groups)
+        skipped = None
+    elif skipped is None:
+        skipped = {}
+    return read_traces(_path(cfg), cfg.heldout_share, skipped, cfg.split_by, groups)
 
 
 def read_experts(cfg: TracesConfig, split: str) -> tuple[list[Trajectory], dict[str, Any]]:

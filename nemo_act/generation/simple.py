@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from nemo_act.config.schema import SamplingConfig
 from nemo_act.generation.base import GenerationRequest
-from nemo_act.rewards import ACTION_CLOSE, ACTION_OPEN, in_actions, normalize_action
+from nemo_act.rewards import ACTION_CLOSE, ACTION_OPEN, Admissible, normalize_action
 from nemo_act.seeding import key_rng
 
 
@@ -97,8 +97,8 @@ class DataGenerator(_PoolPolicy):
 
     def __init__(self, actions: Sequence[str]) -> None:
         by_norm = {normalize_action(a): a for a in actions}
-        self.actions = [by_norm[k] for k in sorted(by_norm)]  # one spelling each, in a fixed order
+        self.actions = [(k, by_norm[k]) for k in sorted(by_norm)]  # one spelling each, in a fixed order
 
     def _pool(self, req: GenerationRequest, banned: set[str]) -> list[str]:
-        listed = req.admissible_actions
-        return [a for a in self.actions if normalize_action(a) not in banned and (not listed or in_actions(a, listed))]
+        listed = Admissible(req.admissible_actions) if req.admissible_actions else None
+        return [a for norm, a in self.actions if norm not in banned and (listed is None or a in listed)]
