@@ -110,13 +110,13 @@ def cmd_experts(args: argparse.Namespace) -> int:
 
 def cmd_pairs(args: argparse.Namespace) -> int:
     """Build ACT pairs."""
-    from nemo_act.generation import make_generator
+    from nemo_act.generation import make_pairs_generator
     from nemo_act.pairs import collect_pairs
 
     cfg = _cfg(args)
     require({"--policy": args.policy}, {"--experts": args.experts})
     with _lock(args.out, cfg, is_file=True):
-        generator = make_generator(args.policy, cfg, args.experts)
+        generator = make_pairs_generator(args.policy, cfg, args.experts)
         summary = collect_pairs(args.experts, generator, cfg, args.out, k=args.k, seed=args.seed)
     c = summary.counts
     print(
@@ -195,11 +195,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     from nemo_act.stage_kinds import stage_experiment
 
     cfg = _cfg(args)
-    if os.environ.get("NEMO_ACT_DRY_RUN") != "1":  # a dry run loads nothing
-        require({"--init": args.init or cfg.model.name_or_path}, {"--data": args.data})
-    rows = stage_data.rows_for(args.stage, args.data, stage_experiment(args.stage, cfg))
+    init = args.init or cfg.model.name_or_path
+    dry = os.environ.get("NEMO_ACT_DRY_RUN") == "1"  # a dry run loads nothing
+    if not dry:
+        require({"--init": init}, {"--data": args.data})
+    rows = stage_data.rows_for(args.stage, args.data, stage_experiment(args.stage, cfg), None if dry else init)
     with _lock(args.out, cfg):
-        out = train_stage(args.stage, args.init or cfg.model.name_or_path, rows, cfg, args.out)
+        out = train_stage(args.stage, init, rows, cfg, args.out)
     print(f"stage {args.stage}: {len(rows)} rows -> {out}")
     return 0
 

@@ -28,6 +28,7 @@ from nemo_act.data.io import ResumableJsonl, read_all, write_jsonl, write_text_a
 from nemo_act.data.manifest import Summary, file_sha256, reusable, write_manifest
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.generation.base import GenerationRequest, Generator, generate_batches
+from nemo_act.prompts.length import fit_state, long_action, origin_of, origins, report
 from nemo_act.prompts.render import as_messages, generation_prompt
 from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
 from nemo_act.rewards import Admissible, normalize_action, parse_action
@@ -46,6 +47,8 @@ class StateOutcome(BaseModel):
     repeat: int
     pairs: list[Pair]
     leftover: int = 0  # K-way: distinct alternatives too few to fill one more group of N-1
+    long: int = 0  # samples whose action is over prompt.max_candidate_chars (a candidate is never cut)
+    too_long: bool = False  # the expert action is over prompt.max_candidate_chars: the state is skipped, not sampled
 
 
 class DegenerateDataError(ValueError):
@@ -108,12 +111,14 @@ def build_outcome(
     expert = expert_action(traj, index)
     expert_forms = {normalize_action(expert), normalize_action(step.action)}
     sid = state_id(traj, index)
-    unparsable = duplicate = repeat = 0
+    unparsable = duplicate = repeat = long = 0
     alternatives: list[str] = []
     for text in samples:
         parsed = parse_action(text)
         if not parsed.well_formed or parsed.action is None:
             unparsable += 1
+        elif len(parsed.action) > cfg.prompt.max_candidate_chars:
+            long += 1
         elif normalize_action(parsed.action) in expert_forms:
             duplicate += 1
         elif any(normalize_action(parsed.action) == normalize_action(a) for a in alternatives):
@@ -133,6 +138,7 @@ def build_outcome(
             cfg.benchmark.max_admissible_shown,
             must_include=[a for a, ok in zip(group, flags, strict=True) if ok],
         )
+        state = fit_state(state, cfg.prompt)  # the pair stores what its prompt shows
         pair_id = f"{sid}#{j}"
         expert_index = expert_position(seed, pair_id, len(group) + 1)
         candidates = [*group[:expert_index], expert, *group[expert_index:]]
@@ -159,7 +165,12 @@ def build_outcome(
         repeat=repeat,
         pairs=pairs,
         leftover=len(alternatives) - n_alt * len(groups),
+        long=long,
     )
+
+
+def _too_long(sid: str) -> StateOutcome:
+    return StateOutcome(state_id=sid, samples=[], unparsable=0, duplicate=0, repeat=0, pairs=[], too_long=True)
 
 
 def expert_position(seed: int, pair_id: str, n: int) -> int:
@@ -227,6 +238,8 @@ def summarize(outcomes: Sequence[StateOutcome], k: int) -> dict[str, int]:
         ),
         "states_too_few_alternatives": sum(1 for o in outcomes if not o.pairs and o.leftover),  # K-way
         "dropped_leftover": sum(o.leftover for o in outcomes),
+        "dropped_too_long": sum(o.long for o in outcomes),
+        "states_too_long": sum(o.too_long for o in outcomes),
     }
 
 
@@ -271,6 +284,20 @@ def collect_pairs(
     params_file = out.with_name(out.name + ".params.json.partial")
     _check_resume(params_file, params)
     with ResumableJsonl(states_file, StateOutcome, key="state_id") as log:
+        # a state whose expert action is over the action budget is skipped before sampling, counted and named
+        long = [(t, i) for t, i in states if long_action(t, i, cfg.prompt.max_candidate_chars)]
+        where = origins(trajectories, experts)
+        report(
+            f"pairs ({experts})",
+            [
+                (origin_of(state_id(t, i), where), f"expert action of {len(expert_action(t, i)):,} characters")
+                for t, i in long
+            ],
+            len(states),
+            f"states: their expert action is over prompt.max_candidate_chars ({cfg.prompt.max_candidate_chars:,})",
+        )
+        skip = {state_id(t, i) for t, i in long}
+        log.append(_too_long(state) for state in sorted(skip - log.done_keys))
         done = log.done_keys
         batch_size = cfg.generation.batch_size
         bar = tqdm(total=len(states), initial=len(done), desc="pairs", unit="state", disable=not progress)

@@ -194,7 +194,7 @@ class PipelineRunner:
 
     def pairs(self, experts: Path, name: str) -> Path:
         """Sample (or reuse) ACT pairs for ``experts`` from the initial policy."""
-        from nemo_act.generation import make_generator
+        from nemo_act.generation import make_pairs_generator
         from nemo_act.pairs import collect_pairs
 
         policy = self.cfg.pipeline.pairs_policy or self.init
@@ -202,7 +202,7 @@ class PipelineRunner:
         if self.isolate:
             self._step("pairs", str(experts), name)
             return out
-        collect_pairs(experts, make_generator(policy, self.cfg, experts), self.cfg, out)
+        collect_pairs(experts, make_pairs_generator(policy, self.cfg, experts), self.cfg, out)
         return out
 
     def print_pairs_summary(self, files: dict[str, Path]) -> None:
@@ -214,17 +214,31 @@ class PipelineRunner:
 
         from nemo_act.data.manifest import read_manifest
 
-        table = Table(title="ACT pairs (samples dropped: unparsable, = expert, repeat)", title_justify="left")
-        keys = ["states", "pairs", "states_without_pair", "dropped_unparsable", "dropped_duplicate", "dropped_repeat"]
-        heads = ["states", "pairs", "states without a pair", "unparsable", "= expert", "repeat"]
+        table = Table(
+            title="ACT pairs",
+            title_justify="left",
+            caption="states too long: expert action over prompt.max_candidate_chars, skipped; samples dropped: "
+            "unparsable, = expert, repeat, too long",
+            caption_justify="left",
+        )
+        keys = ["states", "pairs", "states_without_pair", "states_too_long", "dropped_unparsable", "dropped_duplicate"]
+        keys += ["dropped_repeat", "dropped_too_long"]
+        heads = ["states", "pairs", "states without a pair", "states too long", "unparsable", "= expert", "repeat"]
+        heads += ["samples too long"]
         table.add_column("split")
         for head in [*heads, "alternative admissible"]:
             table.add_column(head, justify="right")
         for split, path in files.items():
             c = read_manifest(path)["counts"]
             adm = c["alternative_admissible"]
-            table.add_row(split, *(str(c[k]) for k in keys), f"{adm} ({adm / c['pairs']:.0%})" if c["pairs"] else "0")
+            table.add_row(
+                split, *(str(c.get(k, 0)) for k in keys), f"{adm} ({adm / c['pairs']:.0%})" if c["pairs"] else "0"
+            )
+        width = self.console.width  # a log file is no terminal: rich would fold the table into 80 cut columns
+        if not self.console.is_terminal:
+            self.console.width = max(width, 170)
         self.console.print(table)
+        self.console.width = width
 
     def baseline_folder(self, kind: str, stage: str | None = None) -> Path:
         """Where a reflection baseline's data is built.
@@ -314,7 +328,8 @@ class PipelineRunner:
         write_text_atomic(marker, json.dumps(info, indent=2) + "\n")
         self._event("stage", stage=out.name, status="resuming" if resumed else "training")
         if rows is None:
-            rows = stage_data.rows_for(kind, data, stage_experiment(kind, self.cfg))
+            dry = os.environ.get("NEMO_ACT_DRY_RUN") == "1"  # a dry run loads nothing, not even a tokenizer
+            rows = stage_data.rows_for(kind, data, stage_experiment(kind, self.cfg), None if dry else init)
         if not rows:
             raise ValueError(
                 f"stage {out.name}: {data} gives no training rows (a baseline whose every example was dropped: "
@@ -568,6 +583,8 @@ class PipelineRunner:
         if cfg.pipeline.stages:
             add("experts", py("experts"), source("experts"), data / "experts.jsonl")
         policy = cfg.pipeline.pairs_policy or self.init
+        if cfg.pairs.from_data_k and policy != "from_data":
+            policy = f"{policy} + {cfg.pairs.from_data_k} from_data"
         has_pairs = needs_pairs(cfg.pipeline.stages)
         if has_pairs:
             add("pairs", py("pairs"), f"experts.jsonl, policy {policy}", data / "pairs.jsonl")

@@ -18,7 +18,8 @@ data processors both take (``prompt`` is a list of chat messages):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from nemo_act.data.io import read_all
 from nemo_act.data.manifest import read_manifest
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.generation.simple import wrap_action
+from nemo_act.prompts.length import SOURCE_KEY, RowLengths, fit_rows, origins, report
 from nemo_act.prompts.render import as_messages, generation_prompt, selection_prompt, world_model_prompt
 from nemo_act.prompts.state import build_state, expert_action, iter_states, state_id, trajectory_state
 from nemo_act.reflection.agent_r import RevisionRecord, revision_history
@@ -36,10 +38,25 @@ from nemo_act.seeding import key_digest, key_rng
 Row = dict[str, Any]
 
 
+def _sourced(build: Callable[..., list[Row]]) -> Callable[..., list[Row]]:
+    """A row builder as callers see it: rows without their :data:`SOURCE_KEY` (``__wrapped__`` keeps it).
+
+    Builders record the state each row came from, so :func:`rows_for` can name the trace of a row it skips;
+    nothing else reads that key, and no engine should receive it.
+    """
+
+    @functools.wraps(build)
+    def plain(*args: Any, **kwargs: Any) -> list[Row]:
+        return [{k: v for k, v in row.items() if k != SOURCE_KEY} for row in build(*args, **kwargs)]
+
+    return plain
+
+
 def _assistant(text: str) -> list[dict[str, str]]:
     return [{"role": "assistant", "content": text}]
 
 
+@_sourced
 def act_rows(pairs: Iterable[Pair], cfg: ExperimentConfig) -> list[Row]:
     """ACT stage rows: the selection prompt and the reward's inputs."""
     return [
@@ -50,17 +67,20 @@ def act_rows(pairs: Iterable[Pair], cfg: ExperimentConfig) -> list[Row]:
             "candidates_admissible": list(p.candidates_admissible),
             "admissible_actions": list(p.state.admissible_actions),
             "pair_id": p.pair_id,
+            SOURCE_KEY: p.pair_id,
         }
         for p in pairs
     ]
 
 
+@_sourced
 def sft_choice_rows(pairs: Iterable[Pair], cfg: ExperimentConfig) -> list[Row]:
     """SFT-on-choice control rows: selection prompt -> the expert action, no rationale."""
     return [
         {
             "prompt": as_messages(selection_prompt(p.state, p.candidates, p.benchmark, cfg.prompt)),
             "completion": _assistant(wrap_action(p.expert_action)),
+            SOURCE_KEY: p.pair_id,
         }
         for p in pairs
     ]
@@ -86,6 +106,7 @@ def selection_format_rows(pairs: Iterable[Pair], cfg: ExperimentConfig, seed: in
     return rows
 
 
+@_sourced
 def dpo_rows(pairs: Iterable[Pair], cfg: ExperimentConfig) -> list[Row]:
     """DPO control rows: action-generation prompt; expert action chosen, alternative rejected."""
     return [
@@ -93,6 +114,7 @@ def dpo_rows(pairs: Iterable[Pair], cfg: ExperimentConfig) -> list[Row]:
             "prompt": as_messages(generation_prompt(p.state, p.benchmark, cfg.prompt)),
             "chosen": _assistant(wrap_action(p.expert_action)),
             "rejected": _assistant(wrap_action(p.alternative_action)),
+            SOURCE_KEY: p.pair_id,
         }
         for p in pairs
     ]
@@ -104,17 +126,20 @@ def _states(trajectories: Sequence[Trajectory], cfg: ExperimentConfig):
         yield traj, i, state
 
 
+@_sourced
 def il_rows(trajectories: Sequence[Trajectory], cfg: ExperimentConfig) -> list[Row]:
     """IL rows: action-generation prompt -> ``<action>expert</action>`` for every expert state."""
     return [
         {
             "prompt": as_messages(generation_prompt(state, traj.benchmark, cfg.prompt)),
             "completion": _assistant(wrap_action(expert_action(traj, i))),
+            SOURCE_KEY: state_id(traj, i),
         }
         for traj, i, state in _states(trajectories, cfg)
     ]
 
 
+@_sourced
 def rl_rows(trajectories: Sequence[Trajectory], cfg: ExperimentConfig) -> list[Row]:
     """RL rows: action-generation prompt and the action reward's inputs."""
     return [
@@ -123,36 +148,72 @@ def rl_rows(trajectories: Sequence[Trajectory], cfg: ExperimentConfig) -> list[R
             "expert_action": expert_action(traj, i),
             "admissible_actions": list(traj.steps[i].admissible_actions),
             "state_id": state_id(traj, i),
+            SOURCE_KEY: state_id(traj, i),
         }
         for traj, i, state in _states(trajectories, cfg)
     ]
 
 
-def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig) -> list[Row]:
+def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig, tokenizer: str | None = None) -> list[Row]:
     """Rows of a stage kind from its data file (what :data:`~nemo_act.stage_kinds.STAGE_KINDS` says it reads).
+
+    Every row is checked against ``model.max_context_tokens`` with the tokenizer of the checkpoint the stage
+    starts from (:mod:`nemo_act.prompts.length`): prompt + answer, or prompt + the stage's
+    ``max_completion_length`` for GRPO. A row over it is skipped, with a line on stderr naming the file and
+    line of its trace, so no sequence over the model's context reaches a trainer.
 
     Args:
         kind: Stage kind.
         data: Pairs, expert-trajectory or Early Experience audit JSONL.
         cfg: The config the stage renders prompts with (see ``stage_experiment``).
+        tokenizer: The stage's starting checkpoint (its tokenizer counts tokens); None: no token check (a
+            dry run, which loads nothing).
     """
     from nemo_act.stage_kinds import built_data, load, stage_kind
 
     spec = stage_kind(kind)
-    build = globals()[spec.rows]
+    build = globals()[spec.rows].__wrapped__
     if spec.data == "pairs":
-        return build(read_all(data, Pair, "pairs"), cfg)
-    built = built_data(spec.data)
-    if built is not None:  # a baseline's audit file; its manifest names the experts it was built from
-        experts = read_manifest(data)["inputs"]["experts"]["path"]
-        records = read_all(data, load(str(built.record)), spec.data)
-        return build(records, read_all(experts, Trajectory, "expert trajectories"), cfg)
-    return build(read_all(data, Trajectory, "expert trajectories"), cfg)
+        experts = read_manifest(data).get("inputs", {}).get("experts", {}).get("path")
+        rows = build(read_all(data, Pair, "pairs"), cfg)
+    else:
+        built = built_data(spec.data)
+        if built is not None:  # a baseline's audit file; its manifest names the experts it was built from
+            experts = read_manifest(data)["inputs"]["experts"]["path"]
+            records = read_all(data, load(str(built.record)), spec.data)
+            rows = build(records, read_all(experts, Trajectory, "expert trajectories"), cfg)
+        else:
+            experts = data
+            rows = build(read_all(data, Trajectory, "expert trajectories"), cfg)
+    lengths = (
+        None if tokenizer is None or not rows else RowLengths.from_checkpoint(tokenizer, cfg.model.enable_thinking)
+    )
+    reserve = getattr(cfg.train, spec.train).max_completion_length if spec.algorithm == "grpo" else 0
+    total = len(rows)
+    kept, skipped = fit_rows(rows, lengths, cfg.model.max_context_tokens, reserve, kind, _Origins(experts))
+    report(
+        f"stage {kind} ({data})", skipped, total, f"rows over model.max_context_tokens ({cfg.model.max_context_tokens})"
+    )
+    return kept
+
+
+class _Origins(dict):
+    """Trajectory id -> ``file:line``, read from the experts file only when a row is skipped (rarely)."""
+
+    def __init__(self, experts: str | Path | None) -> None:
+        super().__init__()
+        self.experts, self.loaded = experts, False
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        if not self.loaded and self.experts is not None and Path(self.experts).is_file():
+            self.update(origins(read_all(self.experts, Trajectory, "expert trajectories"), self.experts))
+        self.loaded = True
+        return super().get(key, default)
 
 
 def _mixed(rows: list[Row], trajectories: Sequence[Trajectory], cfg: ExperimentConfig, tag: str) -> list[Row]:
     """``rows`` plus ``expert_rows_per_reflection`` x as many plain IL rows, drawn with a fixed seed."""
-    plain = il_rows(trajectories, cfg)
+    plain = il_rows.__wrapped__(trajectories, cfg)
     n = min(round(cfg.early_experience.expert_rows_per_reflection * len(rows)), len(plain))
     return rows + key_rng(tag, cfg.early_experience.seed).sample(plain, n)
 
@@ -165,6 +226,7 @@ def _record_states(records: Sequence[ReflectionRecord], trajectories: Sequence[T
         yield r, traj, trajectory_state(traj, r.index, cfg.prompt.history_k, cfg.benchmark.max_admissible_shown)
 
 
+@_sourced
 def ee_rows(
     records: Sequence[ReflectionRecord], trajectories: Sequence[Trajectory], cfg: ExperimentConfig
 ) -> list[Row]:
@@ -177,11 +239,13 @@ def ee_rows(
             {
                 "prompt": as_messages(generation_prompt(state, traj.benchmark, cfg.prompt)),
                 "completion": _assistant(f"{reflection_body(r.reflection)}\n{wrap_action(r.expert_action)}"),
+                SOURCE_KEY: state_id(traj, r.index),
             }
         )
     return _mixed(rows, trajectories, cfg, "ee-mix")
 
 
+@_sourced
 def world_model_rows(
     records: Sequence[ReflectionRecord], trajectories: Sequence[Trajectory], cfg: ExperimentConfig
 ) -> list[Row]:
@@ -191,10 +255,17 @@ def world_model_rows(
         for c in r.candidates:
             if c.observation is not None:
                 prompt = world_model_prompt(state, c.action, traj.benchmark, cfg.prompt)
-                rows.append({"prompt": as_messages(prompt), "completion": _assistant(c.observation.strip())})
+                rows.append(
+                    {
+                        "prompt": as_messages(prompt),
+                        "completion": _assistant(c.observation.strip()),
+                        SOURCE_KEY: state_id(traj, r.index),
+                    }
+                )
     return _mixed(rows, trajectories, cfg, "wm-mix")
 
 
+@_sourced
 def agent_r_rows(
     records: Sequence[RevisionRecord], trajectories: Sequence[Trajectory], cfg: ExperimentConfig
 ) -> list[Row]:
@@ -214,18 +285,20 @@ def agent_r_rows(
         state = build_state(
             traj.task_description, past, observation, traj.steps[r.deviation].admissible_actions,
             cfg.prompt.history_k, cfg.benchmark.max_admissible_shown,
-            must_include=[expert_action(traj, r.deviation)], key=f"{r.trajectory_id}#revision",
+            must_include=[expert_action(traj, r.deviation)], key=f"{r.trajectory_id}#revision", context=traj.context,
         )  # fmt: skip
         action = expert_action(traj, r.deviation)
         rows.append(
             {
                 "prompt": as_messages(generation_prompt(state, traj.benchmark, cfg.prompt)),
                 "completion": _assistant(f"{r.revision}\n{wrap_action(action)}"),
+                SOURCE_KEY: state_id(traj, r.deviation),
             }
         )
-    return rows + il_rows(trajectories, cfg)
+    return rows + il_rows.__wrapped__(trajectories, cfg)
 
 
+@_sourced
 def sand_rows(records: Sequence[Any], trajectories: Sequence[Trajectory], cfg: ExperimentConfig) -> list[Row]:
     """SAND rows: the expert trajectories, with the kept deliberation as the thought before the expert action.
 
@@ -242,6 +315,7 @@ def sand_rows(records: Sequence[Any], trajectories: Sequence[Trajectory], cfg: E
             {
                 "prompt": as_messages(generation_prompt(state, traj.benchmark, cfg.prompt)),
                 "completion": _assistant(f"{think}\n{action}" if think else action),
+                SOURCE_KEY: state_id(traj, i),
             }
         )
     return rows

@@ -63,10 +63,10 @@ TOKENIZER_TEMPLATES = (
 
 
 def _template_texts() -> Iterator[str]:
-    """The texts of :data:`TOKENIZER_TEMPLATES`."""
+    """The texts of :data:`TOKENIZER_TEMPLATES` (without the ``{context}`` slot added later: same merges)."""
     folder = resources.files("nemo_act.prompts") / "templates"
     for name in TOKENIZER_TEMPLATES:
-        yield (folder / f"{name}.txt").read_text(encoding="utf-8")
+        yield (folder / f"{name}.txt").read_text(encoding="utf-8").replace("{context}", "")
 
 
 def _corpus_texts(paths: Iterable[str | Path]) -> Iterator[str]:

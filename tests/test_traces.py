@@ -271,7 +271,8 @@ def test_trials_of_one_task_stay_on_one_side_of_the_split(tmp_path):
 
 def test_the_runner_prints_a_pairs_summary_per_split(tmp_path):
     """After pairs the runner prints a row per split from the pairs manifests: states, pairs, states without a pair,
-    samples dropped by reason, alternatives admissible (count and share)."""
+    states skipped for a too-long expert action, samples dropped by reason (too long too), alternatives admissible
+    (count and share)."""
     from rich.console import Console
 
     from nemo_act.data.manifest import write_manifest
@@ -282,12 +283,13 @@ def test_the_runner_prints_a_pairs_summary_per_split(tmp_path):
         files[split] = tmp_path / f"{split}.jsonl"
         files[split].write_text("")
         counts = {"states": states, "pairs": pairs, "states_without_pair": 3, "dropped_unparsable": 7,
-                  "dropped_duplicate": 11, "dropped_repeat": 2, "alternative_admissible": adm}  # fmt: skip
+                  "dropped_duplicate": 11, "dropped_repeat": 2, "alternative_admissible": adm, "states_too_long": 1,
+                  "dropped_too_long": 4}  # fmt: skip
         write_manifest(files[split], "pairs", params={}, counts=counts)
     console = Console(record=True, width=160)
     PipelineRunner(load_config(overrides=[f"run_dir={tmp_path}"]), console=console).print_pairs_summary(files)
     rows = [" ".join(line.replace("│", " ").split()) for line in console.export_text().splitlines()]
-    assert "train 40 90 3 7 11 2 81 (90%)" in rows and "held-out 9 20 3 7 11 2 5 (25%)" in rows
+    assert "train 40 90 3 1 7 11 2 4 81 (90%)" in rows and "held-out 9 20 3 1 7 11 2 4 5 (25%)" in rows
 
 
 def test_from_data_alternatives_are_real_calls_never_the_expert(tmp_path):
@@ -386,7 +388,7 @@ def test_nemo_act_run_on_traces_end_to_end(tiny_model_dir, tmp_path):
     out = proc.stdout + proc.stderr
     assert "01_act: 100%" in out and "02_il: 100%" in out and "loss=" in out
     assert "held-out selection, init:" in out and "held-out selection, 01_act:" in out
-    assert "ACT pairs (samples dropped" in out  # the summary table after pairs (test_pipeline_prints_...)
+    assert "ACT pairs" in out and "states without a pair" in out  # the summary table after pairs
     assert "FutureWarning" not in out and "{'loss'" not in out and "Loading weights" not in out
     heldout = list(read_jsonl(run / "data" / "heldout_pairs.jsonl", Pair))
     assert heldout and {p.benchmark for p in heldout} == {"traces"}
@@ -419,3 +421,219 @@ def test_report_to_tensorboard_writes_event_files_beside_the_stage(tiny_model_di
     events = list((out / "tensorboard").rglob("events.out.tfevents.*"))
     assert events and b"train/loss" in b"".join(e.read_bytes() for e in events)
     assert not (out / "checkpoints" / "runs").exists()
+
+
+def test_the_system_prompt_is_kept_as_instructions_or_dropped(tmp_path):
+    """``benchmark.system_prompt``: ``keep`` (the default) makes the recorded agent's system and developer messages
+    the trajectory's context, shown under "Instructions:" before the task in every prompt kind and cut at
+    ``prompt.max_context_chars``; ``drop`` shows none; the prompt is otherwise the same."""
+    from nemo_act.prompts.render import generation_prompt, selection_prompt
+
+    f = tmp_path / "t.jsonl"
+    dev = {"role": "developer", "content": "Refunds need a receipt."}
+    f.write_text(_line([*_trace()[:1], dev, *_trace()[1:]], id="w1", tools=[WEATHER], split="train"))
+    cfg = load_config(overrides=["benchmark=traces", f"benchmark.path={f}"])
+    assert cfg.benchmark.system_prompt == "keep"
+    (kept,) = read_traces(f, 0.2)
+    (dropped,) = read_traces(f, 0.2, system_prompt="drop")
+    assert kept.context == "You are a weather bot.\n\nRefunds need a receipt." and dropped.context == ""
+    for i in range(2):
+        with_it = trajectory_state(kept, i, cfg.prompt.history_k, 50)
+        without = trajectory_state(dropped, i, cfg.prompt.history_k, 50)
+        for render in (lambda s: generation_prompt(s, "traces", cfg.prompt),
+                       lambda s: selection_prompt(s, ["a()", "b()"], "traces", cfg.prompt)):  # fmt: skip
+            text = render(with_it)
+            assert f"Instructions:\n{kept.context}\nTask: Rain in Oslo?" in text
+            assert render(without) == text.replace(f"Instructions:\n{kept.context}\n", "")
+    short = cfg.prompt.model_copy(update={"max_context_chars": 12})
+    assert "Instructions:\nYou are a...\nTask:" in generation_prompt(with_it, "traces", short)
+
+
+def test_traces_show_a_longer_history_of_their_own(tmp_path):
+    """Agent logs need the turns where the user gave an id: traces set ``benchmark.history_k`` (6), which
+    ``prompt.history_k`` follows; other benchmarks keep 2; an explicit ``prompt.history_k`` wins."""
+    assert load_config(overrides=["benchmark=traces"]).prompt.history_k == 6
+    assert load_config(overrides=["benchmark=traces", "benchmark.history_k=9"]).prompt.history_k == 9
+    assert load_config(overrides=["benchmark=traces", "prompt.history_k=3"]).prompt.history_k == 3
+    assert load_config(overrides=["benchmark=alfworld"]).prompt.history_k == 2
+
+
+def _with_huge_argument(tmp_path: Path, size: int = 10 * 2**20) -> Path:
+    """The travel desk example plus one trace (line 3) whose second call carries a ``size``-character argument."""
+    lines = EXAMPLE.read_text().splitlines(keepends=True)[:2]
+    record = json.loads(lines[0])
+    record.update(id="huge", split="train")
+    call = next(m for m in record["messages"] if m.get("tool_calls"))["tool_calls"][0]["function"]
+    args = json.loads(call["arguments"])
+    args[sorted(args)[0]] = "x" * size
+    call["arguments"] = json.dumps(args)
+    f = tmp_path / "big.jsonl"
+    f.write_text("".join([json.dumps({**json.loads(x), "split": "train"}) + "\n" for x in lines]) + json.dumps(record))
+    return f
+
+
+def test_an_action_over_its_budget_skips_its_state_names_the_line_and_is_never_drawn(tmp_path, capsys):
+    """A 10 MB argument: the state whose expert action it is gets no pair (counted ``states_too_long``, named by
+    file:line:step on stderr), from_data never offers it to another state, and the later states of its trace show
+    it cut to ``prompt.max_action_chars`` in their history; no pair holds a candidate over ``max_candidate_chars``."""
+    from nemo_act.data.manifest import read_manifest
+    from nemo_act.experts import collect_experts
+    from nemo_act.generation import make_pairs_generator
+    from nemo_act.pairs import collect_pairs
+    from nemo_act.prompts.render import generation_prompt
+
+    f = _with_huge_argument(tmp_path)
+    cfg = load_config(overrides=["benchmark=traces", f"benchmark.path={f}", "pairs.k=3"])
+    experts, out = tmp_path / "experts.jsonl", tmp_path / "pairs.jsonl"
+    collect_experts(cfg, "train", experts)
+    collect_pairs(experts, make_pairs_generator("from_data", cfg, experts), cfg, out, progress=False)
+    counts = read_manifest(out)["counts"]
+    assert counts["states_too_long"] == 1 and counts["dropped_too_long"] == 0
+    err = capsys.readouterr().err
+    assert "skipped 1 of" in err and f"{f}:3 (step 1): expert action of 10,485,8" in err
+    pairs = list(read_jsonl(out, Pair))
+    assert pairs and max(len(c) for p in pairs for c in p.candidates) <= cfg.prompt.max_candidate_chars
+    assert not any(p.state_id == "traces/huge/0" for p in pairs)
+    huge = next(t for t in read_jsonl(experts, Trajectory) if t.task_id == "huge")
+    later = generation_prompt(trajectory_state(huge, 1, cfg.prompt.history_k, 50), "traces", cfg.prompt)
+    assert (
+        len(later) < 20_000
+        and "x" * (cfg.prompt.max_action_chars - 100) + "...\n" in later
+        and "x" * cfg.prompt.max_action_chars not in later
+    )
+
+
+def test_from_data_alternatives_mix_with_the_policy_samples(tmp_path):
+    """``pairs.from_data_k``: each state gets the policy's K samples and then that many draws from the file's own
+    actions (the random policy's templates beside real calls), reproducibly; the policy's name in the pairs
+    says so."""
+    from nemo_act.experts import collect_experts
+    from nemo_act.generation import make_pairs_generator
+    from nemo_act.pairs import StateOutcome, collect_pairs
+
+    cfg = load_config(overrides=["benchmark=traces", f"benchmark.path={EXAMPLE}", "pairs.k=1", "pairs.from_data_k=2"])
+    experts = tmp_path / "experts.jsonl"
+    collect_experts(cfg, "train", experts)
+    outs = []
+    for name in ("a.jsonl", "b.jsonl"):
+        gen = make_pairs_generator("random", cfg, experts)
+        assert gen.name == "random+from_data*2"
+        collect_pairs(experts, gen, cfg, tmp_path / name, progress=False)
+        outs.append((tmp_path / name).read_text())
+    assert outs[0] == outs[1]
+    states = list(read_jsonl(tmp_path / "a.jsonl.states.jsonl", StateOutcome))
+    assert {len(s.samples) for s in states} == {3}
+    templated = [s for s in states if s.samples[0] and "<arguments" in s.samples[0]]
+    assert templated and all("<arguments" not in x for s in states for x in s.samples[1:] if x)
+    alternatives = {p.alternative_action for p in read_jsonl(tmp_path / "a.jsonl", Pair)}
+    assert any("<arguments" in a for a in alternatives) and any("<arguments" not in a for a in alternatives)
+
+
+def test_the_support_desk_example_is_what_its_script_makes():
+    """The larger shipped example (tools/examples/make_support_desk.py) is the script's bytes, and has what real
+    service logs have: a long policy system prompt, greetings before the user, trials of one task grouped by
+    ``metadata.task`` (never on both sides of the split), schemas with required arguments and enums that every
+    recorded call satisfies."""
+    sys.path.insert(0, str(REPO / "tools" / "examples"))
+    try:
+        import make_support_desk
+    finally:
+        sys.path.pop(0)
+    assert make_support_desk.main(["--check"]) == 0
+    path = REPO / "nemo_act" / "benchmarks" / "examples" / "support_desk.jsonl"
+    groups: dict[str, set[str]] = {}
+    trajs = read_traces(path, 0.2, split_by="task", groups=groups)
+    assert len(trajs) >= 50 and not groups["train"] & groups["dev"] and len(groups["dev"]) >= 3
+    assert all(len(t.context) > 2500 for t in trajs)
+    assert sum(t.steps[0].observation.startswith("Assistant: ") for t in trajs) > len(trajs) / 3
+    assert all(s.action_admissible for t in trajs for s in t.steps)
+    entries = trajs[0].steps[0].admissible_actions
+    assert any('"reason": "change_of_plan"|"airline_cancelled"' in e for e in entries)
+    assert len({t.steps[-1].action for t in trajs}) > 20  # replies differ across members and trials
+
+
+@pytest.mark.heavy
+def test_rows_over_the_model_context_are_skipped_and_named(tiny_model_dir, tmp_path, capsys):
+    """The last guard before a trainer: with the stage's tokenizer, an SFT row longer than
+    ``model.max_context_tokens`` (prompt + answer) and a GRPO row whose prompt leaves less than
+    ``max_completion_length`` are skipped and named by their trace's file:line; every row kept fits."""
+    from transformers import AutoTokenizer
+
+    from nemo_act import stage_data
+    from nemo_act.experts import collect_experts
+    from nemo_act.generation import make_pairs_generator
+    from nemo_act.pairs import collect_pairs
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+
+    def tokens(messages: list[dict[str, str]], generation: bool) -> int:
+        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    base = load_config(overrides=["benchmark=traces", f"benchmark.path={EXAMPLE}", "train=demo"])
+    experts, pairs = tmp_path / "experts.jsonl", tmp_path / "pairs.jsonl"
+    collect_experts(base, "train", experts)
+    collect_pairs(experts, make_pairs_generator("from_data", base, experts), base, pairs, progress=False)
+    every = stage_data.rows_for("il", experts, base, str(tiny_model_dir))
+    lengths = sorted(tokens(r["prompt"] + r["completion"], False) for r in every)
+    limit = lengths[len(lengths) // 2]
+    cfg = base.model_copy(update={"model": base.model.model_copy(update={"max_context_tokens": limit})})
+    capsys.readouterr()
+    kept = stage_data.rows_for("il", experts, cfg, str(tiny_model_dir))
+    assert 0 < len(kept) < len(every) and all(tokens(r["prompt"] + r["completion"], False) <= limit for r in kept)
+    err = capsys.readouterr().err
+    assert f"skipped {len(every) - len(kept)} of {len(every)} rows over model.max_context_tokens ({limit})" in err
+    assert f"{EXAMPLE}:" in err and "(step " in err
+    reserve = cfg.train.act.max_completion_length
+    act = stage_data.rows_for("act", pairs, cfg, str(tiny_model_dir))
+    assert act and all(tokens(r["prompt"], True) + reserve <= limit for r in act)
+    assert len(act) < len(stage_data.rows_for("act", pairs, base, str(tiny_model_dir)))
+
+
+@pytest.mark.heavy
+def test_a_10_mb_argument_in_train_and_dev_is_a_counted_skip_not_a_crash(tiny_model_dir, tmp_path):
+    """`nemo-act run conf/pipeline/act_il.yaml` on part of the support desk example (grouped split, from_data
+    alternatives) plus one trace with a 10 MB argument in train and one in dev: the run finishes, each is named
+    by file:line and counted where it is skipped (both pairs files, the IL rows), the pair summary and held-out
+    selection before and after ACT are printed, and the whole run's peak memory stays under 2 GB."""
+    example = REPO / "nemo_act" / "benchmarks" / "examples" / "support_desk.jsonl"
+    lines = example.read_text().splitlines()
+    splits = [t.split for t in read_traces(example, 0.2, split_by="task")]
+    train = [x for x, s in zip(lines, splits, strict=True) if s == "train"][:6]
+    dev = [x for x, s in zip(lines, splits, strict=True) if s == "dev"][:3]
+    huge = []
+    for split, src in (("train", train[0]), ("dev", dev[0])):
+        record = json.loads(src)
+        record.update(id=f"huge-{split}", split=split, metadata={"task": f"huge-{split}"})
+        call = next(m for m in record["messages"] if m.get("tool_calls"))["tool_calls"][0]["function"]
+        call["arguments"] = json.dumps({"email": "x" * 10 * 2**20})  # find_user's argument
+        huge.append(json.dumps(record))
+    f = tmp_path / "desk.jsonl"
+    f.write_text("\n".join([*train, *dev, *huge]) + "\n")  # huge lines: 10 (train) and 11 (dev)
+    run = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "nemo_act.cli", "run", str(REPO / "conf" / "pipeline" / "act_il.yaml"),
+        "benchmark=traces", f"benchmark.path={f}", "benchmark.split_by=task", "pipeline.pairs_policy=from_data",
+        f"model.name_or_path={tiny_model_dir}", "train=demo", "train.act.max_steps=1", "train.act.batch_size=4",
+        "train.act.num_generations=2", "train.il.max_steps=1", "train.il.batch_size=4", f"run_dir={run}",
+        "eval.sampling.max_new_tokens=24",
+    ]  # fmt: skip
+    peak = (  # the largest RSS of the run's processes (RUSAGE_CHILDREN of a parent that ran nothing else)
+        "import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
+        "print('PEAK_KB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(rc)"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", peak, *cmd], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=900)  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert f"{f}:10 (step 1): expert action of 10,485,7" in out and f"{f}:11 (step 1): expert action of" in out
+    assert f"{f}:10 (step 1): more than" in out  # the IL row of that state, skipped before any tokenizer saw it
+    from nemo_act.data.manifest import read_manifest
+
+    for name in ("pairs.jsonl", "heldout_pairs.jsonl"):
+        assert read_manifest(run / "data" / name)["counts"]["states_too_long"] == 1
+    assert "ACT pairs" in out and "states too long" in out and "samples too long" in out
+    assert "held-out selection, init:" in out and "held-out selection, 01_act:" in out
+    peak_kb = int(out.split("PEAK_KB ")[1].split()[0])
+    assert peak_kb < 2 * 2**20, f"peak {peak_kb / 2**20:.2f} GB"

@@ -24,8 +24,12 @@ turn: user messages as ``User: ...``, tool results as ``Tool <name>: ...`` (a re
 array, as its JSON). A tool result must answer a call of an earlier assistant turn (its ``tool_call_id``, or its
 ``name`` for legacy ``function`` messages): one that answers none is a bad line, since its tool would be lost. The
 task is the first user message; an assistant turn before it (a service log's greeting) is not a step but the
-first step's history (``Assistant: ...``). System (and developer) messages are the recorded agent's own prompt
-and are not shown: the prompt is nemo-act's (``prompt.preamble`` adds this benchmark's one line).
+first step's history (``Assistant: ...``). System (and developer) messages are the recorded agent's own
+instructions (a policy, the user's account facts): with ``benchmark.system_prompt: keep`` (the default) they are
+the trajectory's ``context``, shown before the task under ``Instructions:`` and cut at
+``prompt.max_context_chars``; ``drop`` leaves them out. ``benchmark.history_k`` sets how many past steps a prompt
+shows for traces (``prompt.history_k`` follows it): the facts an agent's call depends on (an id the user gave,
+what a lookup returned) are often several turns back.
 
 **Admissible actions.** When a line has ``tools``, each step lists one entry per tool, a template such as
 ``get_weather(<arguments: {"city": string, "days"?: integer, "unit"?: "c"|"f"}>)`` (``?`` = optional; a type,
@@ -36,6 +40,11 @@ call-shaped; nothing else (an unlisted tool, bad JSON, call-shaped garbage, an e
 decides a step's ``action_admissible``, a pair's candidates' and the admissibility reward of both engines. The
 prompt shows the templates, never a concrete call. A line without
 ``tools`` has no admissible list: the prompt shows none and the admissibility reward cannot fire (off).
+
+**Lengths.** Production logs hold tool outputs of megabytes and arguments of any size: every part of a prompt
+is cut to its ``prompt.max_*_chars`` budget, a state whose expert call is over ``prompt.max_candidate_chars`` is
+skipped and named by this file's line, and every stage row is checked in tokens before training
+(:mod:`nemo_act.prompts.length`). A trajectory's ``origin`` is its ``file:line``, for those messages.
 
 **Splits.** A line's ``split`` wins; otherwise ``heldout_share`` of the traces (chosen by a hash of the id,
 so stable when the file grows) are ``dev`` (held-out selection accuracy) and the rest ``train``. Real logs
@@ -69,7 +78,7 @@ from nemo_act.tool_calls import CALL_SEPARATOR, TEXT_REPLY
 ADAPTER_VERSION = 1
 LIVE_EXPERT_ACTION = False
 SOURCE = "traces"
-_IGNORED_ROLES = ("system", "developer")
+_SYSTEM_ROLES = ("system", "developer")
 _INDEX = re.compile(r"\[\d+\]")  # messages[3] -> messages[] in a skip reason
 REPLY_ENTRY = TEXT_REPLY  # with tools: a text turn is a legal action too (any text that is not call-shaped)
 
@@ -83,6 +92,13 @@ class TracesConfig(BenchmarkConfigBase):
     split_by: str | None = Field(
         description="Key of a line (or of its 'metadata' object) that groups traces, e.g. the task a trial ran: "
         "every trace of a group lands in one split. None: a line's 'group' where it has one, else its id."
+    )
+    system_prompt: Literal["keep", "drop"] = Field(
+        description="The recorded agent's system (and developer) messages: keep them as the prompt's standing "
+        "instructions (cut at prompt.max_context_chars), or drop them."
+    )
+    history_k: int = Field(
+        ge=0, description="Past steps the prompt shows for this benchmark (prompt.history_k follows it)."
     )
     on_bad_trace: Literal["stop", "skip"] = Field(
         description="A line that is not a valid trace: stop the read naming file:line:field, or skip it and count "
@@ -264,7 +280,9 @@ def group_of(record: dict[str, Any], where: _Line, split_by: str | None) -> str 
     return str(value)
 
 
-def read_trace(record: Any, where: _Line, heldout_share: float, group: str | None = None) -> Trajectory:
+def read_trace(
+    record: Any, where: _Line, heldout_share: float, group: str | None = None, system_prompt: str = "keep"
+) -> Trajectory:
     """One JSONL record as an expert trajectory (see the module docstring for the format).
 
     Args:
@@ -272,6 +290,7 @@ def read_trace(record: Any, where: _Line, heldout_share: float, group: str | Non
         where: File and line, for errors.
         heldout_share: Share of traces (of groups, where traces are grouped) without a ``split`` put in ``dev``.
         group: The trace's group (:func:`group_of`); None: its id.
+        system_prompt: ``keep``: the system and developer messages become the trajectory's ``context``; ``drop``.
 
     Raises:
         RecordError: Naming the file, line and field.
@@ -287,6 +306,7 @@ def read_trace(record: Any, where: _Line, heldout_share: float, group: str | Non
     tools = _tools(record.get("tools"), where)
     templates = [*(tool_template(t) for t in tools), REPLY_ENTRY] if tools else []
     task: str | None = None
+    context: list[str] = []
     pending: list[str] = []
     call_names: dict[str, str] = {}
     called: list[str] = []
@@ -296,7 +316,9 @@ def read_trace(record: Any, where: _Line, heldout_share: float, group: str | Non
         if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
             raise where.error(f"{field}.role", "every message needs a role")
         role = msg["role"]
-        if role in _IGNORED_ROLES:
+        if role in _SYSTEM_ROLES:
+            if system_prompt == "keep" and (text := _text(msg.get("content"), where, f"{field}.content")):
+                context.append(text)
             continue
         if role == "user":
             text = _text(msg.get("content"), where, f"{field}.content")
@@ -341,6 +363,8 @@ def read_trace(record: Any, where: _Line, heldout_share: float, group: str | Non
         variation=None,
         split=split,
         task_description=task or "",
+        context="\n\n".join(context),
+        origin=f"{where.path}:{where.lineno}",
         steps=steps,
         score=100.0,
         success=True,
@@ -354,6 +378,7 @@ def read_traces(
     skipped: dict[str, list[int]] | None = None,
     split_by: str | None = None,
     groups: dict[str, set[str]] | None = None,
+    system_prompt: str = "keep",
 ) -> list[Trajectory]:
     """Every trace of a JSONL file, in file order (blank lines skipped).
 
@@ -364,6 +389,7 @@ def read_traces(
             here under its reason (:attr:`TraceError.reason`, ``not valid JSON``...) instead of stopping the read.
         split_by: ``benchmark.split_by`` (:func:`group_of`).
         groups: Where given, filled with each split's groups (a trace without a group counts as its own).
+        system_prompt: ``benchmark.system_prompt`` (:func:`read_trace`).
 
     Raises:
         RecordError: A line is not valid UTF-8 or JSON, or not a valid trace; or two lines share an id (unless
@@ -376,7 +402,7 @@ def read_traces(
         where = _Line(path, lineno)
         try:
             group = group_of(record, where, split_by) if isinstance(record, dict) else None
-            traj = read_trace(record, where, heldout_share, group)
+            traj = read_trace(record, where, heldout_share, group, system_prompt)
             if traj.task_id in seen:
                 raise where.error("id", f"'{traj.task_id}' is also the id of line {seen[traj.task_id]}")
         except TraceError as err:
@@ -421,7 +447,7 @@ def _read(
         skipped = None
     elif skipped is None:
         skipped = {}
-    return read_traces(_path(cfg), cfg.heldout_share, skipped, cfg.split_by, groups)
+    return read_traces(_path(cfg), cfg.heldout_share, skipped, cfg.split_by, groups, cfg.system_prompt)
 
 
 def read_experts(cfg: TracesConfig, split: str) -> tuple[list[Trajectory], dict[str, Any]]:

@@ -134,6 +134,16 @@ class PromptConfig(_Strict):
     cot: bool = Field(description="Add the reasoning instruction to the action-generation prompt.")
     act_reasoning: bool = Field(description="ACT prompt asks to think first (False = no-reasoning control).")
     max_observation_chars: int = Field(gt=0, description="Longer observations are cut (marked '...').")
+    max_task_chars: int = Field(gt=3, description="A longer task description is cut (marked '...').")
+    max_context_chars: int = Field(
+        gt=3, description="Longer standing instructions (a trace's system prompt) are cut (marked '...')."
+    )
+    max_action_chars: int = Field(gt=3, description="Past actions in the history are cut to this (marked '...').")
+    max_candidate_chars: int = Field(
+        gt=0,
+        description="An action the model must answer is never cut: a state whose expert action is longer is "
+        "skipped and counted, and a longer sampled alternative is dropped.",
+    )
     preamble: bool = Field(description="Put the benchmark's one-line preamble before the prompt.")
 
 
@@ -162,6 +172,11 @@ class PairsConfig(_Strict):
     )
     seed: int
     sampling: SamplingConfig
+    from_data_k: int = Field(
+        ge=0,
+        description="Alternatives per state drawn from the experts file's own actions (as pairs_policy "
+        "'from_data') besides the K sampled from the pairs policy: 0 = none. Ignored when the policy is from_data.",
+    )
     min_state_share: float = Field(
         ge=0,
         le=1,

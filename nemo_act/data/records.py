@@ -6,15 +6,26 @@ nothing in them depends on a tokenizer, so pairs collected with one model can tr
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 SCHEMA_VERSION = 1
 
 
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    # optional fields added after files were written: left out of a record while they hold these values, so a
+    # record without them keeps the bytes (and hashes) it had before they existed
+    _omit_when: ClassVar[dict[str, Any]] = {}
+
+    @model_serializer(mode="wrap")
+    def _lean(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for key, empty in self._omit_when.items():
+            if key in data and data[key] == empty:
+                del data[key]
+        return data
 
 
 class Step(_Record):
@@ -44,7 +55,15 @@ class Trajectory(_Record):
     variation: int | None = None
     split: str
     task_description: str
+    context: str = Field(
+        default="",
+        description="Standing instructions the agent had beside the task (a trace's system prompt); '' for none.",
+    )
+    origin: str | None = Field(
+        default=None, description="Where the record was read from, 'file:line' (traces), for messages."
+    )
     steps: list[Step] = Field(min_length=1)
+    _omit_when: ClassVar[dict[str, Any]] = {"context": "", "origin": None}
     score: float = Field(description="Final env score (ScienceWorld 0-100; ALFWorld/WebShop 0-1 scaled to 100).")
     success: bool
     source: str = Field(description="Where the actions came from, e.g. 'scienceworld-gold'.")
@@ -61,6 +80,8 @@ class State(_Record):
     """The decision context s_t: task, last k steps, step number, observation, admissible actions."""
 
     task_description: str
+    context: str = Field(default="", description="The trajectory's standing instructions ('' for none).")
+    _omit_when: ClassVar[dict[str, Any]] = {"context": ""}
     history: list[HistoryItem]
     step: int = Field(ge=1, description="1-based step number ('You are now at step {step}').")
     observation: str

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from nemo_act.config.schema import ExperimentConfig, GenerationConfig
 from nemo_act.generation.base import GenerationRequest, Generator
-from nemo_act.generation.simple import DataGenerator, GoldGenerator, RandomGenerator, wrap_action
+from nemo_act.generation.simple import DataGenerator, GoldGenerator, MixedGenerator, RandomGenerator, wrap_action
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,20 @@ def engines_summary(cfg: ExperimentConfig) -> str:
     return f"{n} {gen.backend} engine{'s' * (n > 1)} x {where}{rate}"
 
 
+def make_pairs_generator(policy: str, cfg: ExperimentConfig, experts: str | Path) -> Generator:
+    """The generator that samples ACT pair alternatives for ``experts``.
+
+    ``policy``'s (:func:`make_generator`), followed per state by ``pairs.from_data_k`` draws from the file's own
+    expert actions when that is set (:class:`~nemo_act.generation.simple.MixedGenerator`).
+    """
+    gen = make_generator(policy, cfg, experts)
+    if cfg.pairs.from_data_k and policy != "from_data":
+        data = make_generator("from_data", cfg, experts)
+        assert isinstance(data, DataGenerator)
+        return MixedGenerator(gen, data, cfg.pairs.from_data_k)
+    return gen
+
+
 def make_generator(policy: str, cfg: ExperimentConfig, data: str | Path | None = None) -> Generator:
     """Build the generator for a policy name.
 
@@ -118,7 +132,8 @@ def make_generator(policy: str, cfg: ExperimentConfig, data: str | Path | None =
         from nemo_act.data.io import read_jsonl
         from nemo_act.data.records import Trajectory
 
-        return DataGenerator([s.action for t in read_jsonl(data, Trajectory) for s in t.steps])
+        actions = [s.action for t in read_jsonl(data, Trajectory) for s in t.steps]
+        return DataGenerator(actions, cfg.prompt.max_candidate_chars)
     factory = BackendFactory(policy, cfg)
     engines = resolve_engines(cfg.generation)
     if engines == 1:
@@ -142,6 +157,8 @@ __all__ = [
     "engine_resources",
     "engines_summary",
     "make_generator",
+    "make_pairs_generator",
+    "MixedGenerator",
     "planned_engines",
     "resolve_engines",
     "wrap_action",

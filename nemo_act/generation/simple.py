@@ -10,7 +10,9 @@ all policies the same way.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from nemo_act.config.schema import SamplingConfig
 from nemo_act.generation.base import GenerationRequest
@@ -90,15 +92,59 @@ class DataGenerator(_PoolPolicy):
 
     Args:
         actions: The expert actions to draw from (those of the experts file being paired).
+        max_chars: ``prompt.max_candidate_chars``: a longer action is never drawn (a candidate is never cut, so it
+            could only be dropped).
     """
 
     name = "from_data"
     key_prefix = "from_data/"
 
-    def __init__(self, actions: Sequence[str]) -> None:
-        by_norm = {normalize_action(a): a for a in actions}
+    def __init__(self, actions: Sequence[str], max_chars: int) -> None:
+        by_norm = {normalize_action(a): a for a in actions if len(a) <= max_chars}
         self.actions = [(k, by_norm[k]) for k in sorted(by_norm)]  # one spelling each, in a fixed order
 
     def _pool(self, req: GenerationRequest, banned: set[str]) -> list[str]:
         listed = Admissible(req.admissible_actions) if req.admissible_actions else None
         return [a for norm, a in self.actions if norm not in banned and (listed is None or a in listed)]
+
+
+class MixedGenerator:
+    """A policy's samples followed by ``k`` draws from the data's own actions (``pairs.from_data_k``).
+
+    Each request gets the policy's ``n`` samples, then ``k`` alternatives of :class:`DataGenerator` (seeded per
+    request key as it is on its own), so a state's pairs mix what the model would write with real actions of the
+    file. Batches pass through the policy's own ``generate_batches`` where it has one (several engines).
+
+    Args:
+        policy: The sampling policy (a model, or ``random``).
+        data: The data's actions.
+        k: Draws per request from ``data``.
+    """
+
+    def __init__(self, policy: Any, data: DataGenerator, k: int) -> None:
+        self.policy, self.data, self.k = policy, data, k
+        self.name = f"{policy.name}+from_data*{k}"
+
+    def generate(
+        self, requests: Sequence[GenerationRequest], n: int, sampling: SamplingConfig, seed: int
+    ) -> list[list[str]]:
+        """``n`` policy samples then ``k`` data draws per request."""
+        drawn = self.data.generate(requests, self.k, sampling, seed)
+        return [s + d for s, d in zip(self.policy.generate(requests, n, sampling, seed), drawn, strict=True)]
+
+    def generate_batches(
+        self, batches: Iterable[Sequence[GenerationRequest]], n: int, sampling: SamplingConfig, seed: int
+    ) -> Iterator[list[list[str]]]:
+        """As :meth:`generate` over batches, in order, the policy's batches running as it runs them."""
+        from nemo_act.generation.base import generate_batches
+
+        taken: deque[Sequence[GenerationRequest]] = deque()
+
+        def tap() -> Iterator[Sequence[GenerationRequest]]:
+            for batch in batches:
+                taken.append(batch)
+                yield batch
+
+        for samples in generate_batches(self.policy, tap(), n, sampling, seed):
+            drawn = self.data.generate(taken.popleft(), self.k, sampling, seed)
+            yield [s + d for s, d in zip(samples, drawn, strict=True)]

@@ -9,6 +9,11 @@ Templates are the ``*.txt`` files in ``nemo_act/prompts/templates``; this module
   differ only by the paper's instruction "Think step by step ...".
 * Early Experience (``ee_reflection.txt``, ``ee_outcome_item.txt``, ``wm_prediction.txt``): ours, for the
   reflection baseline and its world-modelling variant (docs/method.md "Reflection baselines").
+* Lengths: every part has a budget in characters (``prompt.max_*_chars``): the task, the standing
+  instructions (``context_item.txt``, a trace's system prompt), each observation and each past action keep their
+  first characters, marked ``...``; the candidates and the expert's action are never cut (they are what the model
+  must answer): a state whose action is over ``prompt.max_candidate_chars`` is skipped where states are built
+  (:mod:`nemo_act.prompts.length`), and a row over ``model.max_context_tokens`` is skipped before training.
 * Per-benchmark variants: ``preamble.<benchmark>.txt`` is put before either prompt when
   ``prompt.preamble`` is on (the paper's per-benchmark figures are not in our copy; the preambles
   are ours, in verl-agent's wording).
@@ -23,6 +28,7 @@ from typing import Any
 
 from nemo_act.config.schema import PromptConfig
 from nemo_act.data.records import State
+from nemo_act.prompts.length import cut
 
 Message = dict[str, str]
 
@@ -38,9 +44,7 @@ def template(name: str) -> str:
     return res.read_text(encoding="utf-8")
 
 
-def _cut(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+_cut = cut
 
 
 def format_admissible(actions: Sequence[str]) -> str:
@@ -53,12 +57,14 @@ def _state_fields(state: State, cfg: PromptConfig) -> dict[str, Any]:
         template("history_item").format(
             step=state.step - len(state.history) + i,
             observation=_cut(h.observation, cfg.max_observation_chars),
-            action=h.action,
+            action=_cut(h.action, cfg.max_action_chars),
         )
         for i, h in enumerate(state.history)
     )
+    context = template("context_item").format(context=_cut(state.context, cfg.max_context_chars))
     return {
-        "task_description": state.task_description.strip(),
+        "context": context if state.context.strip() else "",
+        "task_description": _cut(state.task_description, cfg.max_task_chars),
         "k": len(state.history),
         "history": history or "(none)",
         "current_step": state.step,

@@ -32,6 +32,7 @@ def build_state(
     max_shown: int,
     must_include: Sequence[str] = (),
     key: str = "",
+    context: str = "",
 ) -> State:
     """Build a state from raw parts (used by expert states and by live evaluation episodes).
 
@@ -44,6 +45,7 @@ def build_state(
         max_shown: Bound on the admissible actions shown.
         must_include: Actions that must be shown (expert and candidates at training time).
         key: Stable key for the subset's tie-breaking.
+        context: Standing instructions shown before the task (a trace's system prompt; '' for none).
 
     Returns:
         The state (step number = len(past) + 1).
@@ -54,6 +56,7 @@ def build_state(
     )
     return State(
         task_description=task_description,
+        context=context,
         history=[HistoryItem(observation=o, action=a) for o, a in recent],
         step=len(past) + 1,
         observation=observation,
@@ -80,6 +83,7 @@ def trajectory_state(
         max_shown,
         must_include=[expert_action(trajectory, index), *must_include],
         key=state_id(trajectory, index),
+        context=trajectory.context,
     )
 
 
