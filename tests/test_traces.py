@@ -599,8 +599,8 @@ def test_a_10_mb_argument_in_train_and_dev_is_a_counted_skip_not_a_crash(tiny_mo
     example = REPO / "nemo_act" / "benchmarks" / "examples" / "support_desk.jsonl"
     lines = example.read_text().splitlines()
     splits = [t.split for t in read_traces(example, 0.2, split_by="task")]
-    train = [x for x, s in zip(lines, splits, strict=True) if s == "train"][:6]
-    dev = [x for x, s in zip(lines, splits, strict=True) if s == "dev"][:3]
+    train = [x for x, s in zip(lines, splits, strict=True) if s == "train"][:3]
+    dev = [x for x, s in zip(lines, splits, strict=True) if s == "dev"][:2]
     huge = []
     for split, src in (("train", train[0]), ("dev", dev[0])):
         record = json.loads(src)
@@ -609,7 +609,7 @@ def test_a_10_mb_argument_in_train_and_dev_is_a_counted_skip_not_a_crash(tiny_mo
         call["arguments"] = json.dumps({"email": "x" * 10 * 2**20})  # find_user's argument
         huge.append(json.dumps(record))
     f = tmp_path / "desk.jsonl"
-    f.write_text("\n".join([*train, *dev, *huge]) + "\n")  # huge lines: 10 (train) and 11 (dev)
+    f.write_text("\n".join([*train, *dev, *huge]) + "\n")  # huge lines: 6 (train) and 7 (dev)
     run = tmp_path / "run"
     cmd = [
         sys.executable, "-m", "nemo_act.cli", "run", str(REPO / "conf" / "pipeline" / "act_il.yaml"),
@@ -627,8 +627,8 @@ def test_a_10_mb_argument_in_train_and_dev_is_a_counted_skip_not_a_crash(tiny_mo
                           timeout=900)  # fmt: skip
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
-    assert f"{f}:10 (step 1): expert action of 10,485,7" in out and f"{f}:11 (step 1): expert action of" in out
-    assert f"{f}:10 (step 1): more than" in out  # the IL row of that state, skipped before any tokenizer saw it
+    assert f"{f}:6 (step 1): expert action of 10,485,7" in out and f"{f}:7 (step 1): expert action of" in out
+    assert f"{f}:6 (step 1): more than" in out  # the IL row of that state, skipped before any tokenizer saw it
     from nemo_act.data.manifest import read_manifest
 
     for name in ("pairs.jsonl", "heldout_pairs.jsonl"):
