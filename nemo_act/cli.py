@@ -24,8 +24,32 @@ class UsageError(Exception):
     """A bad command line (exit code 2)."""
 
 
+def _overrides(args: argparse.Namespace, extra: Sequence[str] = ()) -> list[str]:
+    """A command's overrides: its ``--benchmark`` first (the same as ``benchmark=NAME``), ``extra``, the rest.
+
+    Raises:
+        UsageError: ``--benchmark`` and a ``benchmark=`` override name two benchmarks.
+    """
+    chosen = getattr(args, "benchmark", None)
+    given = [o.split("=", 1)[1] for o in args.overrides if o.startswith("benchmark=")]
+    if chosen and any(g != chosen for g in given):
+        raise UsageError(f"--benchmark {chosen} and benchmark={given[-1]} name two benchmarks: give one")
+    return [*([f"benchmark={chosen}"] if chosen else []), *extra, *args.overrides]
+
+
 def _cfg(args: argparse.Namespace, extra: Sequence[str] = ()) -> ExperimentConfig:
-    return load_config(args.config, [*extra, *args.overrides])
+    """The command's config: ``--config`` with :func:`_overrides`."""
+    return load_config(args.config, _overrides(args, extra))
+
+
+def _benchmark_option(p: argparse.ArgumentParser) -> None:
+    """``--benchmark NAME``: every subcommand that reads a config takes it, the same as ``benchmark=NAME``."""
+    p.add_argument(
+        "--benchmark",
+        default=None,
+        choices=group_options("benchmark"),
+        help="the same as benchmark=NAME (default: the config's)",
+    )
 
 
 def _lock(target: str | Path, cfg: ExperimentConfig, is_file: bool = False):
@@ -45,6 +69,7 @@ def _lock(target: str | Path, cfg: ExperimentConfig, is_file: bool = False):
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="config file (default: conf/config.yaml)")
+    _benchmark_option(p)
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value (e.g. pairs.k=4)")
 
 
@@ -69,7 +94,7 @@ def cmd_experts(args: argparse.Namespace) -> int:
     from nemo_act.experts import collect_experts
 
     extra = [f"benchmark.data_dir={args.data_dir}"] if args.data_dir else []
-    cfg = _cfg(args, [f"benchmark={args.benchmark}", *extra])
+    cfg = _cfg(args, extra)
     if not args.split and not args.from_rollouts:
         raise UsageError("pass --split (collect from the benchmark) or --from-rollouts FILE")
     tasks = [t for t in args.tasks.split(",") if t] if args.tasks else None
@@ -268,7 +293,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from nemo_act.generation import make_generator
 
     extra = [f"benchmark.data_dir={args.data_dir}"] if args.data_dir else []
-    cfg = _cfg(args, [*([f"benchmark={args.benchmark}"] if args.benchmark else []), *extra])
+    cfg = _cfg(args, extra)
     from nemo_act.benchmarks.base import adapter_of
 
     if args.policy == "gold" and not args.experts and not adapter_of(cfg.benchmark).LIVE_EXPERT_ACTION:
@@ -324,7 +349,7 @@ def _eval(args: argparse.Namespace, cfg: ExperimentConfig, generator, out: Path)
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a whole pipeline from one config."""
-    cfg = load_config(args.pipeline, args.overrides)
+    cfg = load_config(args.pipeline, _overrides(args))
     if os.environ.get("NEMO_ACT_DRY_RUN") == "1":  # the whole plan, nothing run
         from nemo_act.pipeline import PipelineRunner
 
@@ -347,7 +372,7 @@ def cmd_cluster_check(args: argparse.Namespace) -> int:
     """Preflight checks of a cluster run (models offline, every step's interpreter, the simulator)."""
     from nemo_act.engines.nemo_rl.preflight import download_models, print_checks, run_checks
 
-    cfg = load_config(args.pipeline, args.overrides)
+    cfg = load_config(args.pipeline, _overrides(args))
     if args.download_models:
         download_models(cfg)
     checks = run_checks(cfg, Path(args.run_dir) if args.run_dir else None)
@@ -371,7 +396,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"{args.pipeline}: not a cluster recipe (it composes no config: no `defaults:` list); recipes are "
             "conf/recipes/<benchmark>/*.yaml, e.g. conf/recipes/alfworld/act-qwen3-8b-4n4g-megatron.yaml"
         )
-    cfg = load_config(args.pipeline, args.overrides)
+    cfg = load_config(args.pipeline, _overrides(args))
     result = plan(cfg)
     print_plan(cfg, result)
     for rule, reason in result.refusals:
@@ -383,7 +408,7 @@ def cmd_checklist(args: argparse.Namespace) -> int:
     """Which steps of a run finished, and where each one's log is (printed by slurm/act_preflight.sub)."""
     from nemo_act.pipeline import PipelineRunner
 
-    rows = PipelineRunner(load_config(args.pipeline, args.overrides), args.run_dir).checklist(args.log_dir)
+    rows = PipelineRunner(load_config(args.pipeline, _overrides(args)), args.run_dir).checklist(args.log_dir)
     width = max(len(r["step"]) for r in rows)
     for r in rows:
         mark = "[ ok ]" if r["ok"] == "ok" else "[FAIL]"
@@ -417,7 +442,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from nemo_act.config import conf_root
     from nemo_act.demo import run_demo
 
-    cfg = load_config(args.config or conf_root() / "demo.yaml", args.overrides)
+    cfg = load_config(args.config or conf_root() / "demo.yaml", _overrides(args))
     with _lock(args.out or cfg.run_dir, cfg):
         return run_demo(Path(args.out or cfg.run_dir), cfg)
 
@@ -471,7 +496,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tiny_model)
 
     p = sub.add_parser("experts", help="collect expert trajectories from a benchmark")
-    p.add_argument("--benchmark", required=True, choices=group_options("benchmark"))
     p.add_argument(
         "--split",
         default=None,
@@ -533,7 +557,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="evaluate a policy in the benchmark env (protocol metrics, N seeds)")
     p.add_argument("--policy", required=True, help="HF checkpoint, 'gold' or 'random'")
-    p.add_argument("--benchmark", default=None, choices=group_options("benchmark"), help="default: the config's")
     p.add_argument(
         "--split", default=None, help="default: pipeline.eval.split (ScienceWorld, WebShop: test; ALFWorld: valid_seen)"
     )
@@ -576,6 +599,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--only", choices=["experts", "evaluate"], default=None, help="run only the env-bound steps (other nodes)"
     )
+    _benchmark_option(p)
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
     p.set_defaults(func=cmd_run)
 
@@ -583,11 +607,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("pipeline", help="recipe or pipeline config (conf/recipes/...)")
     p.add_argument("--run-dir", default=None, help="the run folder (experts already collected there count)")
     p.add_argument("--download-models", action="store_true", help="first download the models (needs internet)")
+    _benchmark_option(p)
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
     p.set_defaults(func=cmd_cluster_check)
 
     p = sub.add_parser("plan", help="check a cluster recipe's parallel layout and estimate memory per GPU")
     p.add_argument("pipeline", help="cluster recipe (conf/recipes/...)")
+    _benchmark_option(p)
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
     p.set_defaults(func=cmd_plan)
 
@@ -595,6 +621,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("pipeline", help="the run's recipe or pipeline config")
     p.add_argument("--run-dir", default=None, help="run folder (default: run_dir of the config)")
     p.add_argument("--log-dir", default=None, help="a Slurm job's log dir (adds its preflight and Ray steps)")
+    _benchmark_option(p)
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
     p.set_defaults(func=cmd_checklist)
 

@@ -30,6 +30,21 @@ def test_config_prints_the_resolved_config_with_overrides(capsys):
     assert "k: 7" in out and "name: alfworld" in out
 
 
+def test_every_subcommand_chooses_the_benchmark_the_same_way(capsys):
+    """``--benchmark NAME`` is ``benchmark=NAME`` in every subcommand that reads a config (experts and eval took only
+    the option, pairs and run only the override; report reads each run's own); both naming two benchmarks is an
+    error, not a silent choice."""
+    subcommands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    for cmd in ("config", "experts", "pairs", "reflection", "show", "train", "eval", "run", "plan", "checklist"):
+        assert "--benchmark {" in subcommands[cmd].format_help(), cmd
+    assert main(["config", "--benchmark", "traces"]) == 0
+    by_option = capsys.readouterr().out
+    assert main(["config", "benchmark=traces"]) == 0
+    assert capsys.readouterr().out == by_option and "name: traces" in by_option
+    assert main(["config", "--benchmark", "traces", "benchmark=alfworld"]) == 2
+    assert "--benchmark traces and benchmark=alfworld name two benchmarks" in capsys.readouterr().err
+
+
 def test_bad_override_is_a_clear_error_with_exit_2():
     res = _run("config", "pairs.kk=1")
     assert res.returncode == 2 and "field 'pairs.kk': unknown key" in res.stderr and "Traceback" not in res.stderr
