@@ -431,6 +431,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(f"table: {write_markdown(rows, out)}; plots: {plot_runs(runs, out)}")
+    if not paper_table.build(args.runs)[0]:  # e.g. your own traces: their measure is held-out selection (above)
+        names = ", ".join(c.label for c in paper_table.COLUMNS)
+        print(f"the paper's layout: not written, no run has a result in its columns ({names})")
+        return 0
     paths = paper_table.write(args.runs, out)
     print(paths["md"].read_text(), end="")
     print("the paper's layout: " + ", ".join(str(p) for p in paths.values()))

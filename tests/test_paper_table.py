@@ -93,3 +93,20 @@ def test_every_column_of_the_papers_layout_is_there_even_when_nobody_ran_it(tmp_
         md[0].count("|") == 8
         and md[2] == f"| IL -> RL | {NOT_RUN} | {NOT_RUN} | {NOT_RUN} | **30.00 ± 1.00** | {NOT_RUN} | {NOT_RUN} |"
     )
+
+
+def test_report_on_runs_outside_the_papers_columns_writes_no_empty_paper_table(tmp_path, capsys):
+    """A run of your own traces has held-out selection, no env or reasoning score: ``nemo-act report`` prints its
+    own table and says the paper's layout has nothing to show, instead of an empty table and a plot warning."""
+    from nemo_act.cli import main
+
+    run = _run(tmp_path, "traces_run", "act_il", {})
+    (run / "selection").mkdir()
+    (run / "selection" / "01_act.json").write_text(
+        json.dumps({"free": {"accuracy": {"mean": 0.5, "stderr": 0.1, "n": 4}}})
+    )
+    assert main(["report", str(run), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr()
+    assert "the paper's layout: not written, no run has a result in its columns (ALFWorld ID" in out.out
+    assert not list((tmp_path / "out").glob("paper_table.*")) and "UserWarning" not in out.err
+    assert (tmp_path / "out" / "report.md").is_file()
