@@ -5,8 +5,8 @@ Two rules keep every sequence a stage trains on inside ``model.max_context_token
 1. **Budgets per part**, in characters, applied when a prompt is rendered (:mod:`nemo_act.prompts.render`): the
    task, the standing instructions, each observation and each past action keep their first
    ``prompt.max_*_chars`` characters. The actions the model must answer (the expert's, a pair's candidates)
-   are never cut: a state whose expert action is over ``prompt.max_candidate_chars`` is skipped where states are
-   built (pairs, rows), and a sampled alternative over it is dropped; each is counted.
+   are never cut: a state whose expert action is over ``prompt.max_candidate_chars`` is skipped when pairs are
+   built, and a sampled alternative over it is dropped; each is counted (a row with such an action is left to 2).
 2. **A token-exact check** of every row with the tokenizer of the checkpoint the stage starts from
    (:class:`RowLengths`): prompt + completion (SFT), prompt + the longer answer (DPO) or prompt +
    ``train.<stage>.max_completion_length`` (GRPO) must fit ``model.max_context_tokens``; a row that does not is

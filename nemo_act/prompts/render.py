@@ -28,7 +28,7 @@ from typing import Any
 
 from nemo_act.config.schema import PromptConfig
 from nemo_act.data.records import State
-from nemo_act.prompts.length import cut
+from nemo_act.prompts.length import cut, fit_state
 
 Message = dict[str, str]
 
@@ -44,31 +44,26 @@ def template(name: str) -> str:
     return res.read_text(encoding="utf-8")
 
 
-_cut = cut
-
-
 def format_admissible(actions: Sequence[str]) -> str:
     """Quoted list, as verl-agent shows admissible actions: ``['go to kitchen', 'look around']``."""
     return "[" + ", ".join(f"'{a}'" for a in actions) + "]"
 
 
 def _state_fields(state: State, cfg: PromptConfig) -> dict[str, Any]:
+    state = fit_state(state, cfg)  # every part cut to its budget: the one rule, shared with what a pair stores
     history = "\n".join(
         template("history_item").format(
-            step=state.step - len(state.history) + i,
-            observation=_cut(h.observation, cfg.max_observation_chars),
-            action=_cut(h.action, cfg.max_action_chars),
+            step=state.step - len(state.history) + i, observation=h.observation, action=h.action
         )
         for i, h in enumerate(state.history)
     )
-    context = template("context_item").format(context=_cut(state.context, cfg.max_context_chars))
     return {
-        "context": context if state.context.strip() else "",
-        "task_description": _cut(state.task_description, cfg.max_task_chars),
+        "context": template("context_item").format(context=state.context) if state.context else "",
+        "task_description": state.task_description,
         "k": len(state.history),
         "history": history or "(none)",
         "current_step": state.step,
-        "observation": _cut(state.observation, cfg.max_observation_chars),
+        "observation": state.observation,
         "admissible_actions": format_admissible(state.admissible_actions),
     }
 
@@ -140,8 +135,7 @@ def reflection_prompt(
         The user message text.
     """
     items = "\n".join(
-        template("ee_outcome_item").format(action=a, observation=_cut(o, cfg.max_observation_chars))
-        for a, o in outcomes
+        template("ee_outcome_item").format(action=a, observation=cut(o, cfg.max_observation_chars)) for a, o in outcomes
     )
     body = template("ee_reflection").format(**_state_fields(state, cfg), outcomes=items, action=action)
     return _preamble(benchmark, cfg) + body
@@ -161,7 +155,7 @@ def critique_prompt(
         cfg: Prompt settings (observation cut).
     """
     items = "\n".join(
-        template("ee_outcome_item").format(action=a, observation=_cut(o, cfg.max_observation_chars)) for a, o in steps
+        template("ee_outcome_item").format(action=a, observation=cut(o, cfg.max_observation_chars)) for a, o in steps
     )
     body = template("sand_critique").format(**_state_fields(state, cfg), action=action, steps=items, score=score)
     return _preamble(benchmark, cfg) + body
