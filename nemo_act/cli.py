@@ -91,6 +91,7 @@ def cmd_tiny_model(args: argparse.Namespace) -> int:
 
 def cmd_experts(args: argparse.Namespace) -> int:
     """Collect expert trajectories."""
+    from nemo_act.benchmarks.base import adapter_of
     from nemo_act.experts import collect_experts
 
     extra = [f"benchmark.data_dir={args.data_dir}"] if args.data_dir else []
@@ -117,19 +118,11 @@ def cmd_experts(args: argparse.Namespace) -> int:
         f"{c['won']}/{c['episodes']} episodes won, {c['steps']} expert steps -> {summary.out}; "
         f"actions admissible when taken: {c.get('steps_admissible', 'n/a')}"
     )
-    if c.get("groups"):
-        print("groups per split: " + ", ".join(f"{split} {n}" for split, n in c["groups"].items())
-              + f" ({c.get('groups_in_several_splits', 0)} in several splits)")  # fmt: skip
     if c.get("skipped"):
         print("skipped lines: " + ", ".join(f"{n} x {reason}" for reason, n in c["skipped"].items()))
-    if "gold_actions" in c:
-        print(
-            f"gold actions: {c['gold_actions']}, verbatim in valid list {c['gold_verbatim_in_valid']}, "
-            f"aliased {c['gold_aliased_to_valid']}, no-op door openings kept {c['gold_noop_kept']}, "
-            f"kept though not listed {c['gold_not_in_valid_kept']}"
-        )
-    if "attempts" in c:
-        print(f"handcoded-expert attempts: {c['attempts']} for {c['episodes']} games; lost: {len(c['failed'])}")
+    summary_lines = getattr(adapter_of(cfg.benchmark), "expert_summary", None)
+    for line in summary_lines(c) if summary_lines else []:  # what this benchmark counts of its own
+        print(line)
     return 0
 
 
@@ -161,37 +154,28 @@ def cmd_pairs(args: argparse.Namespace) -> int:
 
 
 def cmd_reflection(args: argparse.Namespace) -> int:
-    """Build a reflection baseline's data and print kept/dropped counts per reason."""
+    """Build a reflection baseline's data (a built data kind of the registry) and print what it kept and dropped."""
     from nemo_act.generation import make_generator
-    from nemo_act.reflection.agent_r import build_agent_r
-    from nemo_act.reflection.early_experience import build_early_experience
-    from nemo_act.reflection.sand import build_sand
+    from nemo_act.stage_kinds import built_kinds, load
 
-    cfg = _cfg(args)
+    cfg = _cfg(args)  # first: the config's extensions may register the method
+    kinds = built_kinds()
+    if args.method not in kinds:
+        raise UsageError(f"reflection {args.method}: not a built data kind; choose one of {', '.join(kinds)}")
+    spec = kinds[args.method]
     workers = args.workers or cfg.pipeline.eval.workers
     require({"--policy": args.policy, "--critic": args.critic}, {"--experts": args.experts})
     with _lock(args.out, cfg):
         policy = make_generator(args.policy, cfg)
-        if args.method == "sand":
+        build = load(str(spec.builder))
+        if spec.policy == "stage":  # the current policy samples; the frozen initial one critiques
             critic = make_generator(args.critic, cfg) if args.critic and args.critic != args.policy else policy
-            summary = build_sand(cfg, args.experts, policy, args.out, workers, critic=critic)
+            summary = build(cfg, args.experts, policy, args.out, workers, critic=critic)
         else:
-            build = {"ee": build_early_experience, "agent_r": build_agent_r}[args.method]
             summary = build(cfg, args.experts, policy, args.out, workers)
     c = summary.counts
     dropped = ", ".join(f"{n} {reason}" for reason, n in c["dropped"].items()) or "none"
-    if args.method == "ee":
-        print(
-            f"{c['kept']} of {c['states']} reflections kept -> {summary.out}\n"
-            f"dropped: {dropped}; alternatives: {c['alternatives']}; actions executed in the env: {c['executed']}"
-        )
-    elif args.method == "sand":
-        print(
-            f"{c['kept']} of {c['states']} deliberations kept -> {summary.out}\n"
-            f"none for: {dropped}; candidates rolled on: {c['candidates']}; roll-on env steps: {c['rollout_env_steps']}"
-        )
-    else:
-        print(f"{c['kept']} of {c['episodes']} episodes revised -> {summary.out}\nnot revised: {dropped}")
+    print(spec.summary.format(**(c | {"out": summary.out, "dropped": dropped})))
     return 0
 
 
@@ -443,10 +427,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the embedded-default pipeline on the tiny model."""
-    from nemo_act.config import conf_root
+    from nemo_act.config.load import find_conf
     from nemo_act.demo import run_demo
 
-    cfg = load_config(args.config or conf_root() / "demo.yaml", _overrides(args))
+    cfg = load_config(args.config or find_conf("demo.yaml"), _overrides(args))
     with _lock(args.out or cfg.run_dir, cfg):
         return run_demo(Path(args.out or cfg.run_dir), cfg)
 
@@ -532,8 +516,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reflection", help="build a reflection baseline's data (Early Experience, SAND, Agent-R)")
     p.add_argument(
         "method",
-        choices=["ee", "sand", "agent_r"],
-        help="ee: Early Experience self-reflection; sand: execution-grounded deliberation; agent_r: revisions",
+        help="a built data kind or the stage kind consuming it: ee (Early Experience self-reflection), sand "
+        "(execution-grounded deliberation), agent_r (revisions), or one an extension registers",
     )
     p.add_argument("--experts", required=True, help="expert trajectories JSONL (a benchmark with a live env)")
     p.add_argument(

@@ -26,7 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from nemo_act.config.load import conf_root
+from nemo_act.config.load import find_conf
 from nemo_act.config.schema import ExperimentConfig
 
 NOT_SHOWN = """[yellow]What this demo does not show[/]
@@ -47,7 +47,7 @@ def _pipeline_cfg(cfg: ExperimentConfig, name: str, init: str) -> ExperimentConf
     """
     from omegaconf import OmegaConf
 
-    raw = OmegaConf.to_container(OmegaConf.load(conf_root() / "pipeline" / f"{name}.yaml"))
+    raw = OmegaConf.to_container(OmegaConf.load(find_conf(f"pipeline/{name}.yaml")))
     own = {k: v for k, v in raw.items() if k != "defaults"}  # type: ignore[union-attr]
     tree = OmegaConf.merge(OmegaConf.create(cfg.model_dump(mode="json")), own)
     tree.pipeline.init = init

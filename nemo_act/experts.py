@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from tqdm import tqdm
 
-from nemo_act.benchmarks.base import adapter_of
+from nemo_act.benchmarks.base import adapter_of, check_env
 from nemo_act.config.schema import BenchmarkConfigBase, ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, write_jsonl, write_text_atomic
 from nemo_act.data.manifest import Summary, reusable, write_manifest
@@ -53,7 +53,7 @@ class ExpertPlayer:
 
     def __init__(self, cfg: BenchmarkConfigBase, call_timeout: float | None) -> None:
         self.cfg = cfg
-        self._raw = adapter_of(cfg).expert_env(cfg)
+        self._raw = check_env(adapter_of(cfg).expert_env(cfg), f"{cfg.adapter}.expert_env")
         self.env = with_deadline(self._raw, call_timeout)
 
     def play(self, task: str, variation: int, split: str) -> str:

@@ -172,7 +172,8 @@ def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig, tokenizer: str 
     from nemo_act.stage_kinds import built_data, load, stage_kind
 
     spec = stage_kind(kind)
-    build = globals()[spec.rows].__wrapped__
+    build = load(spec.rows)
+    build = getattr(build, "__wrapped__", build)  # ours keep the source key for the token check's messages
     if spec.data == "pairs":
         experts = read_manifest(data).get("inputs", {}).get("experts", {}).get("path")
         rows = build(read_all(data, Pair, "pairs"), cfg)

@@ -5,14 +5,17 @@ row builders (:func:`nemo_act.stage_data.rows_for`), the pipeline runner (which 
 needs, after which stages held-out selection accuracy is measured), the local engine (trainer and
 reward functions) and the cluster engine (NeMo-RL algorithm, task name, hyperparameter block).
 
-Adding a kind = one :class:`StageKind` entry here (+ its row builder in :mod:`nemo_act.stage_data`,
-+ a ``train.<block>`` in ``conf/train/*.yaml`` if it needs hyperparameters of its own). A stage that
-consumes a new kind of data adds one :class:`DataKind` entry (its builder, audit file and record type).
+Adding a kind = one :class:`StageKind` (its row builder a ``module:function`` reference, like a
+:class:`DataKind`'s builder) given to :func:`register` by a module of yours that the config's ``extensions``
+list names (imported before the config is validated, in every process that loads it), or one entry of the
+table here for a kind nemo-act ships. A stage that consumes a new kind of data registers a :class:`DataKind`
+(its builder, audit file and record type) the same way. Nothing else names a kind: docs/extending.md.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,7 +37,10 @@ class DataKind:
             fingerprint of every stage that consumes it (a row-mixing setting changes no audit file).
         policy: Whose samples the builder uses: ``init`` (the pipeline's initial policy, built once before
             the stages) or ``stage`` (the checkpoint the consuming stage starts from, built right before it:
-            SAND's "current policy", so a second ``sand`` stage re-samples with the newest checkpoint).
+            SAND's "current policy", so a second ``sand`` stage re-samples with the newest checkpoint); a
+            ``stage`` builder also takes ``critic=`` (the frozen initial policy).
+        summary: What ``nemo-act reflection`` prints after building it: a format string over the summary's
+            counts, ``{out}`` (the audit file) and ``{dropped}`` (its reasons, joined).
     """
 
     name: str
@@ -43,6 +49,7 @@ class DataKind:
     record: str | None = None
     config: str | None = None
     policy: Literal["init", "stage"] = "init"
+    summary: str = "{kept} kept -> {out}\ndropped: {dropped}"
 
 
 DATA_KINDS: dict[str, DataKind] = {
@@ -51,11 +58,16 @@ DATA_KINDS: dict[str, DataKind] = {
         DataKind("experts"),
         DataKind("pairs"),
         DataKind("early_experience", "nemo_act.reflection.early_experience:build_early_experience",
-                 "reflections.jsonl", "nemo_act.reflection.early_experience:ReflectionRecord", "early_experience"),
+                 "reflections.jsonl", "nemo_act.reflection.early_experience:ReflectionRecord", "early_experience",
+                 summary="{kept} of {states} reflections kept -> {out}\ndropped: {dropped}; alternatives: "
+                         "{alternatives}; actions executed in the env: {executed}"),
         DataKind("agent_r", "nemo_act.reflection.agent_r:build_agent_r", "revisions.jsonl",
-                 "nemo_act.reflection.agent_r:RevisionRecord", "agent_r"),
+                 "nemo_act.reflection.agent_r:RevisionRecord", "agent_r",
+                 summary="{kept} of {episodes} episodes revised -> {out}\nnot revised: {dropped}"),
         DataKind("sand", "nemo_act.reflection.sand:build_sand", "deliberations.jsonl",
-                 "nemo_act.reflection.sand:DeliberationRecord", "sand", policy="stage"),
+                 "nemo_act.reflection.sand:DeliberationRecord", "sand", policy="stage",
+                 summary="{kept} of {states} deliberations kept -> {out}\nnone for: {dropped}; candidates rolled "
+                         "on: {candidates}; roll-on env steps: {rollout_env_steps}"),
     )
 }  # fmt: skip
 
@@ -75,7 +87,9 @@ class StageKind:
         algorithm: ``grpo``, ``sft`` or ``dpo`` (TRL's trainers; NeMo-RL's algorithms).
         data: What it consumes, a :data:`DATA_KINDS` name: ``pairs`` (ACT pairs), ``experts`` (expert
             trajectories) or a reflection baseline's audit file (:mod:`nemo_act.reflection`).
-        rows: Name of its row builder in :mod:`nemo_act.stage_data`.
+        rows: ``module:function`` of its row builder: ``(pairs | trajectories, cfg) -> rows``, or
+            ``(records, trajectories, cfg)`` for a built data kind (the builders of :mod:`nemo_act.stage_data`
+            show the row fields each algorithm and reward reads).
         prompt: ``selection`` (the ACT prompt over two candidates) or ``generation`` (act directly).
         reward: GRPO reward: ``selection`` (names the better candidate) or ``action`` (the expert's action).
         train: The ``train.<block>`` holding its hyperparameters.
@@ -100,36 +114,77 @@ class StageKind:
 
     def __post_init__(self) -> None:
         if self.data not in DATA_KINDS:
-            raise ValueError(f"stage kind '{self.name}': data '{self.data}' is not in DATA_KINDS")
+            known = ", ".join(DATA_KINDS)
+            raise ValueError(f"stage kind '{self.name}': data '{self.data}' is not a data kind ({known})")
+        if ":" not in self.rows:
+            raise ValueError(f"stage kind '{self.name}': rows {self.rows!r} is not a 'module:function' reference")
+
+
+def _rows(name: str) -> str:
+    """The reference of a row builder nemo-act ships (:mod:`nemo_act.stage_data`)."""
+    return f"nemo_act.stage_data:{name}"
 
 
 STAGE_KINDS: dict[str, StageKind] = {
     k.name: k
     for k in (
-        StageKind("act", "grpo", "pairs", "act_rows", "selection", "selection", "act", selection_eval=True,
+        StageKind("act", "grpo", "pairs", _rows("act_rows"), "selection", "selection", "act", selection_eval=True,
                   summary="ACT: GRPO on choosing the expert action of a pair, reasoning first"),
-        StageKind("act_noreason", "grpo", "pairs", "act_rows", "selection", "selection", "act",
+        StageKind("act_noreason", "grpo", "pairs", _rows("act_rows"), "selection", "selection", "act",
                   prompt_settings={"act_reasoning": False}, selection_eval=True,
                   summary="control: ACT without the reasoning instruction"),
-        StageKind("sft_choice", "sft", "pairs", "sft_choice_rows", "selection", None, "sft_choice", selection_eval=True,
+        StageKind("sft_choice", "sft", "pairs", _rows("sft_choice_rows"), "selection", None, "sft_choice",
+                  selection_eval=True,
                   summary="control: SFT on the selection prompt -> the expert action, no rationale"),
-        StageKind("dpo", "dpo", "pairs", "dpo_rows", "generation", None, "dpo", selection_eval=True,
+        StageKind("dpo", "dpo", "pairs", _rows("dpo_rows"), "generation", None, "dpo", selection_eval=True,
                   summary="control: DPO, expert action chosen over the alternative"),
-        StageKind("il", "sft", "experts", "il_rows", "generation", None, "il",
+        StageKind("il", "sft", "experts", _rows("il_rows"), "generation", None, "il",
                   summary="imitation learning: SFT on expert actions"),
-        StageKind("rl", "grpo", "experts", "rl_rows", "generation", "action", "rl",
+        StageKind("rl", "grpo", "experts", _rows("rl_rows"), "generation", "action", "rl",
                   summary="RL: GRPO on direct action generation, rewarded for the expert's action"),
-        StageKind("ee", "sft", "early_experience", "ee_rows", "generation", None, "il",
+        StageKind("ee", "sft", "early_experience", _rows("ee_rows"), "generation", None, "il",
                   summary="baseline: Early Experience, SFT on a self-reflection + the expert action (IL's budget)"),
-        StageKind("ee_wm", "sft", "early_experience", "world_model_rows", "generation", None, "il",
+        StageKind("ee_wm", "sft", "early_experience", _rows("world_model_rows"), "generation", None, "il",
                   summary="baseline: Early Experience, implicit world modelling (predict next observations)"),
-        StageKind("agent_r", "sft", "agent_r", "agent_r_rows", "generation", None, "il",
+        StageKind("agent_r", "sft", "agent_r", _rows("agent_r_rows"), "generation", None, "il",
                   summary="baseline: Agent-R, revision at the policy's first deviation + expert rows (IL's budget)"),
-        StageKind("sand", "sft", "sand", "sand_rows", "generation", None, "il",
+        StageKind("sand", "sft", "sand", _rows("sand_rows"), "generation", None, "il",
                   summary="baseline: SAND, execution-grounded deliberation + the expert action (IL's budget)",
                   rounds="sand.iterations"),
     )
 }  # fmt: skip
+
+
+def register(entry: StageKind | DataKind) -> None:
+    """Add a stage kind or a data kind to the table (what a module named in the config's ``extensions`` does).
+
+    Registering the same entry again is a no-op (a module imported twice); another entry under a taken
+    name is an error.
+
+    Raises:
+        ValueError: The name is taken by a different entry.
+    """
+    table: dict[str, Any] = STAGE_KINDS if isinstance(entry, StageKind) else DATA_KINDS
+    old = table.get(entry.name)
+    if old is not None and old != entry:
+        raise ValueError(f"{type(entry).__name__} '{entry.name}' is already registered as {old}")
+    table[entry.name] = entry
+
+
+def import_extensions(modules: Sequence[str], source: str) -> None:
+    """Import the config's ``extensions`` (each registers its kinds on import).
+
+    Raises:
+        ValueError: A module cannot be imported (the message names the config file and the field).
+    """
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as err:
+            raise ValueError(
+                f"{source}: field 'extensions': cannot import {name!r} ({err}); put its folder on PYTHONPATH "
+                "or install its package"
+            ) from err
 
 
 def stage_kind(name: str) -> StageKind:
@@ -176,6 +231,16 @@ def data_steps(stages: list[str]) -> list[str]:
     """The data a pipeline of these stages consumes, in the order the runner builds it (experts first)."""
     wanted = {stage_kind(k).data for k in stages}
     return [d for d in DATA_KINDS if d in wanted or d == "experts"]
+
+
+def built_kinds() -> dict[str, DataKind]:
+    """Every data kind a builder makes, by its name and by the name of each stage kind that consumes it.
+
+    What ``nemo-act reflection METHOD`` accepts: ``ee`` and ``early_experience`` name the same data.
+    """
+    out = {name: d for name, d in DATA_KINDS.items() if d.builder}
+    out |= {k.name: DATA_KINDS[k.data] for k in STAGE_KINDS.values() if DATA_KINDS[k.data].builder}
+    return out
 
 
 def built_data(kind: str) -> DataKind | None:

@@ -124,3 +124,61 @@ def test_a_files_group_choice_replaces_its_parents(tmp_path: Path):
     own = tmp_path / "own.yaml"  # the file's own keys still apply over the group it picks
     own.write_text(f"defaults:\n  - {recipe}\n  - benchmark: alfworld\n  - _self_\nbenchmark:\n  max_steps: 7\n")
     assert load_config(own).benchmark.max_steps == 7
+
+
+# ---- the config search path (NEMO_ACT_CONF), presets, registered train blocks --------------------------------
+
+
+def test_a_user_folder_holds_only_its_own_files_and_is_searched_first(tmp_path, monkeypatch):
+    """NEMO_ACT_CONF adds a benchmark option and a pipeline that inherits the packaged root config by its
+    relative ``../config.yaml``; a same-named option extends the packaged one by naming itself."""
+    mine = tmp_path / "myconf"
+    (mine / "pipeline").mkdir(parents=True)
+    (mine / "benchmark").mkdir()
+    (mine / "pipeline" / "mine.yaml").write_text("defaults:\n  - ../config.yaml\n  - _self_\npipeline:\n  name: mine\n")
+    (mine / "benchmark" / "alfworld.yaml").write_text("defaults:\n  - alfworld.yaml\n  - _self_\nmax_steps: 7\n")
+    monkeypatch.setenv("NEMO_ACT_CONF", str(mine))
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config("pipeline/mine.yaml", ["benchmark=alfworld"])
+    assert cfg.pipeline.name == "mine" and cfg.pipeline.stages == ["act", "il", "rl"]  # the packaged root's
+    assert cfg.benchmark.name == "alfworld" and cfg.benchmark.max_steps == 7  # extended, not replaced
+    assert "alfworld" in group_options("benchmark") and "act_il" in group_options("pipeline")
+    # a packaged pipeline by the path the docs give, from a folder that is not the checkout
+    assert load_config("conf/pipeline/act_il.yaml").pipeline.name == "act_il"
+    with pytest.raises(ConfigError, match=r"pipeline/nope.yaml: config file not found .*myconf"):
+        load_config("pipeline/nope.yaml")
+
+
+def test_the_working_directory_s_config_yaml_is_never_the_default(tmp_path, monkeypatch):
+    (tmp_path / "config.yaml").write_text("seed: [not, a, config]\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_config().seed == 0
+
+
+def test_train_smoke_bounds_every_stage_and_the_data_steps_and_overrides_still_win():
+    cfg = load_config(overrides=["train=smoke", "pipeline.eval.workers=3"])
+    for block in ("act", "rl", "il", "sft_choice", "dpo"):
+        assert getattr(cfg.train, block).max_steps == 2, block
+    assert cfg.eval.seeds == [0] and cfg.eval.sampling.max_new_tokens == 16  # its _global_ block
+    assert cfg.pipeline.eval.workers == 3 and cfg.pipeline.eval.max_variations == 1
+
+
+def test_a_registered_stage_kind_s_own_train_block_is_checked_against_its_algorithm(tmp_path, monkeypatch):
+    ext = tmp_path / "ext_stage_for_config_test.py"
+    ext.write_text(
+        "from nemo_act.stage_kinds import StageKind, register\n"
+        "register(StageKind('ilx', 'sft', 'experts', 'nemo_act.stage_data:il_rows', 'generation', None, 'ilx'))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    block = "{epochs: 1, max_steps: 2, learning_rate: 0.001, lr_scheduler: constant, warmup_ratio: 0.0, "
+    block += "weight_decay: 0.0, max_grad_norm: 1.0, batch_size: 2, grad_accum: 1, max_samples: null, "
+    block += "logging_steps: 1, save_steps: 2"
+    over = ["extensions=[ext_stage_for_config_test]", "pipeline.stages=[ilx]"]
+    cfg = load_config(overrides=[*over, f"train.ilx={block}, max_length: 64}}"])
+    assert cfg.train.ilx.max_length == 64 and cfg.pipeline.stages == ["ilx"]
+    with pytest.raises(ConfigError, match=r"train.ilx.max_length: Field required"):
+        load_config(overrides=[*over, f"train.ilx={block}}}"])
+    with pytest.raises(ConfigError, match=r"unknown key 'train.nobody': no registered stage kind"):
+        load_config(overrides=[f"train.nobody={block}, max_length: 64}}"])
+    with pytest.raises(ConfigError, match=r"field 'extensions': cannot import 'no_such_ext_module'"):
+        load_config(overrides=["extensions=[no_such_ext_module]"])

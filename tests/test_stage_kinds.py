@@ -24,7 +24,7 @@ from nemo_act.stage_kinds import (
 @pytest.mark.parametrize("name", list(STAGE_KINDS))
 def test_every_kind_has_its_builder_hyperparameters_and_a_cluster_mapping(name):
     spec, cfg = stage_kind(name), load_config(overrides=["engine=nemo_rl", "generation=vllm", "train=cluster"])
-    assert callable(getattr(stage_data, spec.rows))
+    assert callable(load(spec.rows)) and load(spec.rows) is getattr(stage_data, spec.rows.split(":")[1])
     assert stage_config(name, cfg) is getattr(cfg.train, spec.train)
     assert (spec.reward is not None) == (spec.algorithm == "grpo")  # GRPO needs a reward; SFT and DPO none
     m = recipe.master_config(name, cfg, {}, init="/ckpt", out="/runs/x", n_rows=100)

@@ -301,3 +301,11 @@ def play_expert(
         traj = play_handcoded(env, task, split, cfg.max_steps, attempt=attempt - 1)
         if traj.success or attempt > cfg.expert_retries:
             return traj, None, attempt
+
+
+def expert_summary(counts: dict[str, Any]) -> list[str]:
+    """What ``nemo-act experts`` prints of ALFWorld's own counts: the handcoded expert's attempts."""
+    if "attempts" not in counts:
+        return []
+    lost = len(counts["failed"])
+    return [f"handcoded-expert attempts: {counts['attempts']} for {counts['episodes']} games; lost: {lost}"]

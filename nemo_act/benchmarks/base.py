@@ -12,7 +12,12 @@ A benchmark is one module plus one ``conf/benchmark/<name>.yaml`` whose ``adapte
 * expert data, one of: ``expert_env(cfg)`` + ``play_expert(env, cfg, task, variation, split)`` returning
   ``(Trajectory, counts | None, attempts)`` (experts played live in a pool worker), or
   ``read_experts(cfg, split) -> (list[Trajectory], params)`` (experts read from files);
-* ``LIVE_EXPERT_ACTION``: whether its live env proposes the expert's next action itself (ALFWorld).
+* ``LIVE_EXPERT_ACTION``: whether its live env proposes the expert's next action itself (ALFWorld);
+* optionally ``expert_summary(counts) -> list[str]``: lines ``nemo-act experts`` prints about its own counts.
+
+:class:`BenchmarkAdapter`, :class:`LiveExperts`, :class:`FileExperts` and :class:`BenchmarkEnv` type these
+(``typing.Protocol``); :func:`adapter` checks a module against them when it is first named and says what is
+missing. Whether experts are played live is derived (:func:`plays_experts`), never configured.
 
 The config schema, expert collection, evaluation, the report and the CLI read this registry; none of
 them names a benchmark. ``docs/extending.md`` walks through adding one.
@@ -21,11 +26,17 @@ them names a benchmark. ``docs/extending.md`` walks through adding one.
 from __future__ import annotations
 
 import importlib
+import inspect
+from collections.abc import Callable
 from functools import cache
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from nemo_act.config.schema import BenchmarkConfigBase
+    from nemo_act.data.records import Trajectory
 
 
 class Observation(BaseModel):
@@ -93,6 +104,94 @@ def restore(env: Any, trajectory: Any, index: int) -> Observation:
     return obs
 
 
+class BenchmarkEnv(Protocol):
+    """One live env (what ``env_factory``'s callable and ``expert_env`` return)."""
+
+    def reset(self, task: str, variation: int) -> Observation | dict[str, Any]:
+        """Start an episode: its first observation."""
+
+    def step(self, action: str) -> Observation | dict[str, Any]:
+        """Take an action: what the env shows next."""
+
+    def close(self) -> None:
+        """Free the env's resources (a JVM, a game)."""
+
+
+class BenchmarkAdapter(Protocol):
+    """What every benchmark module provides (module attributes and functions)."""
+
+    CONFIG: type[BenchmarkConfigBase]
+    ADAPTER_VERSION: int
+    LIVE_EXPERT_ACTION: bool
+
+    def episodes(
+        self, cfg: BenchmarkConfigBase, split: str, tasks: list[str] | None, max_variations: int | None
+    ) -> list[tuple[str, int]]:
+        """A split's (task, variation) episodes."""
+
+    def env_factory(self, cfg: BenchmarkConfigBase, expert: bool) -> Callable[[], BenchmarkEnv] | None:
+        """A picklable callable building one live env in a worker; None without a simulator."""
+
+
+class LiveExperts(Protocol):
+    """Experts played in the live env, in an env worker."""
+
+    def expert_env(self, cfg: BenchmarkConfigBase) -> BenchmarkEnv:
+        """The env expert episodes are played in."""
+
+    def play_expert(
+        self, env: BenchmarkEnv, cfg: BenchmarkConfigBase, task: str, variation: int, split: str
+    ) -> tuple[Trajectory, dict[str, Any] | None, int]:
+        """One expert episode: (trajectory, counts for the manifest or None, attempts)."""
+
+
+class FileExperts(Protocol):
+    """Experts read from files."""
+
+    def read_experts(self, cfg: BenchmarkConfigBase, split: str) -> tuple[list[Trajectory], dict[str, Any]]:
+        """A split's expert trajectories and what the manifest records of their source."""
+
+
+def _members(proto: type) -> dict[str, Any]:
+    """A protocol's members: name -> its function, or None for a plain attribute."""
+    out: dict[str, Any] = dict.fromkeys(getattr(proto, "__annotations__", {}))
+    out |= {n: f for n, f in vars(proto).items() if inspect.isfunction(f) and not n.startswith("_")}
+    return out
+
+
+def _problems(mod: ModuleType, proto: type) -> list[str]:
+    """What ``mod`` lacks of ``proto``, or has with a call that does not fit."""
+    out = []
+    for name, fn in _members(proto).items():
+        got = getattr(mod, name, None)
+        if got is None:
+            out.append(f"{name} (missing)")
+            continue
+        if fn is None:
+            continue
+        params = list(inspect.signature(fn).parameters)[1:]  # a module function has no self
+        try:
+            inspect.signature(got).bind(*params)
+        except TypeError:
+            out.append(f"{name} (must take {len(params)} arguments: {', '.join(params)})")
+        except ValueError:  # no signature to read (a builtin): trust it
+            pass
+    return out
+
+
+def check_env(env: Any, where: str) -> Any:
+    """``env`` if it has :class:`BenchmarkEnv`'s methods, else a TypeError naming ``where`` and what is missing."""
+    missing = [n for n in _members(BenchmarkEnv) if not callable(getattr(env, n, None))]
+    if missing:
+        raise TypeError(f"{where}: the env {type(env).__name__} lacks {', '.join(missing)} (BenchmarkEnv)")
+    return env
+
+
+def plays_experts(cfg: Any) -> bool:
+    """Whether a benchmark's experts are played in its live env (``play_expert``), not read from files."""
+    return hasattr(adapter_of(cfg), "play_expert")
+
+
 @cache
 def adapter(module: str) -> ModuleType:
     """The adapter module named by a benchmark config's ``adapter`` key (imported once).
@@ -104,11 +203,15 @@ def adapter(module: str) -> ModuleType:
         mod = importlib.import_module(module)
     except ImportError as err:
         raise ValueError(f"benchmark adapter '{module}' cannot be imported: {err}") from None
-    missing = [n for n in ("CONFIG", "ADAPTER_VERSION", "episodes", "env_factory") if not hasattr(mod, n)]
-    if not (hasattr(mod, "play_expert") and hasattr(mod, "expert_env")) and not hasattr(mod, "read_experts"):
-        missing.append("play_expert + expert_env, or read_experts")
+    missing = _problems(mod, BenchmarkAdapter)
+    live, files = _problems(mod, LiveExperts), _problems(mod, FileExperts)
+    if live and files:
+        missing.append(f"expert data: LiveExperts ({', '.join(live)}) or FileExperts ({', '.join(files)})")
     if missing:
-        raise ValueError(f"benchmark adapter '{module}' lacks {', '.join(missing)} (see nemo_act/benchmarks/base.py)")
+        raise ValueError(
+            f"benchmark adapter '{module}' ({getattr(mod, '__file__', '?')}) lacks or mistypes: "
+            f"{'; '.join(missing)} (the protocols in nemo_act/benchmarks/base.py)"
+        )
     return mod
 
 

@@ -22,7 +22,7 @@ import functools
 import re
 from collections.abc import Callable, Sequence
 from functools import cache
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -390,3 +390,14 @@ def play_expert(
     """Replay one episode's gold sequence: (trajectory, how gold actions matched the valid list, 1 attempt)."""
     traj, stats = replay_gold(env, task, variation, split)
     return traj, stats.model_dump(), 1
+
+
+def expert_summary(counts: dict[str, Any]) -> list[str]:
+    """What ``nemo-act experts`` prints of ScienceWorld's own counts: how gold actions met the valid list."""
+    if "gold_actions" not in counts:
+        return []
+    return [
+        f"gold actions: {counts['gold_actions']}, verbatim in valid list {counts['gold_verbatim_in_valid']}, "
+        f"aliased {counts['gold_aliased_to_valid']}, no-op door openings kept {counts['gold_noop_kept']}, "
+        f"kept though not listed {counts['gold_not_in_valid_kept']}"
+    ]

@@ -473,3 +473,11 @@ def read_experts(cfg: TracesConfig, split: str) -> tuple[list[Trajectory], dict[
     if skipped:
         source["skipped"] = skipped
     return kept, source
+
+
+def expert_summary(counts: dict[str, Any]) -> list[str]:
+    """What ``nemo-act experts`` prints of a traces file's own counts: its groups per split."""
+    if not counts.get("groups"):
+        return []
+    per_split = ", ".join(f"{split} {n}" for split, n in counts["groups"].items())
+    return [f"groups per split: {per_split} ({counts.get('groups_in_several_splits', 0)} in several splits)"]

@@ -2,12 +2,23 @@
 
 A ``defaults:`` list entry is one of:
 
-* ``{group: option}``: load ``<conf_root>/<group>/<option>.yaml`` and merge it under key ``group``
-  (Hydra-style groups: model, benchmark, generation, engine, ...);
+* ``{group: option}``: load ``<group>/<option>.yaml`` from the config search path and merge it under key
+  ``group`` (Hydra-style groups: model, benchmark, generation, engine, ...);
 * ``"parent.yaml"``: a file path relative to the current file, merged at the same level
   (NeMo-RL-style inheritance, used by recipes); a later ``group: option`` entry replaces the
-  parent's choice for that group (one option per group, as in Hydra);
+  parent's choice for that group (one option per group, as in Hydra). Where no such file lies next to it,
+  the same path is looked up in the search path (a user's ``pipeline/mine.yaml`` with ``../config.yaml``
+  inherits the packaged root config; a file naming itself extends the next folder's file of that name);
 * ``_self_``: where the file's own keys are merged (last when absent, so a file overrides its parents).
+
+A group option may hold a ``_global_`` block (Hydra's ``@package _global_``, for one block): keys at the
+root of the config, merged after every file and before the command line's overrides (``train=smoke`` also
+shrinks the data steps' generation and evaluation).
+
+The config search path (:func:`nemo_act.paths.conf_roots`) is ``$NEMO_ACT_CONF``'s folders, then the
+packaged ``conf/``: every lookup (root config, group options, parent files, a pipeline path that is not
+a file from the working directory) takes the first folder holding the file, so a user's folder holds only
+its own files.
 
 Overrides ``group=option`` switch a group's option; ``a.b.c=value`` sets a key (YAML-typed value).
 The composed tree is validated against :class:`~nemo_act.config.schema.ExperimentConfig`; any
@@ -29,17 +40,69 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ValidationError
 
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.paths import conf_root  # noqa: F401  (re-exported: nemo_act.config.conf_root)
+from nemo_act.paths import conf_root, conf_roots, find_conf  # noqa: F401  (conf_root re-exported)
 
 
 class ConfigError(ValueError):
     """A config file or override is invalid; the message names the file and the key."""
 
 
-def group_options(group: str, root: Path | None = None) -> list[str]:
-    """List the options of a config group (``conf/<group>/*.yaml``, files starting with ``_`` excluded)."""
-    folder = (root or conf_root()) / group
-    return sorted(p.stem for p in folder.glob("*.yaml") if not p.name.startswith("_"))
+def group_options(group: str) -> list[str]:
+    """List the options of a config group (``<group>/*.yaml`` in every search folder, ``_*`` files excluded)."""
+    names = {p.stem for root in conf_roots() for p in (root / group).glob("*.yaml") if not p.name.startswith("_")}
+    return sorted(names)
+
+
+def _is_group(name: str) -> bool:
+    return any((root / name).is_dir() for root in conf_roots())
+
+
+def _within(path: Path) -> tuple[int, Path] | None:
+    """(index in the search path, path relative to it) of a file inside a config folder, else None."""
+    for i, root in enumerate(conf_roots()):
+        if path.is_relative_to(root):
+            return i, path.relative_to(root)
+    return None
+
+
+def _parent_file(path: Path, entry: str) -> Path:
+    """The file a ``defaults`` file entry of ``path`` names (see the module docstring)."""
+    near = (path.parent / entry).resolve()
+    inside = _within(path)
+    if near.is_file() and near != path or inside is None:
+        return near
+    index, _ = inside
+    home = conf_roots()[index]
+    if not near.is_relative_to(home):
+        return near
+    relative = near.relative_to(home)
+    later = conf_roots()[index + 1 :] if near == path else conf_roots()
+    for root in later:
+        if (root / relative).is_file() and (root / relative) != path:
+            return root / relative
+    return near
+
+
+def resolve_config_path(path: str | Path) -> Path:
+    """A config file given on the command line: from the working directory, else through the search path.
+
+    ``conf/pipeline/act_il.yaml`` and ``pipeline/act_il.yaml`` both name the packaged pipeline from any folder.
+
+    Raises:
+        ConfigError: No folder holds it (the message lists where it looked).
+    """
+    given = Path(path)
+    if given.is_file():
+        return given.resolve()
+    if not given.is_absolute():
+        tries = [given] + ([Path(*given.parts[1:])] if given.parts[0] == "conf" and len(given.parts) > 1 else [])
+        for relative in tries:
+            found = find_conf(relative)
+            if found is not None:
+                return found
+    raise ConfigError(
+        f"{path}: config file not found (looked in the working directory and in {', '.join(map(str, conf_roots()))})"
+    )
 
 
 def _read_yaml(path: Path) -> DictConfig:
@@ -67,9 +130,21 @@ def _without(part: DictConfig, key: str) -> DictConfig:
     return out
 
 
-def _compose(path: Path, root: Path, choices: dict[str, str], top: bool, used: set[str] | None = None) -> DictConfig:
-    """Load ``path`` and merge its defaults list in order."""
+def _root_config(name: str = "config.yaml") -> Path:
+    """A config file of the search path itself (never the working directory's file of that name)."""
+    found = find_conf(name)
+    if found is None:
+        raise ConfigError(f"{name}: not found in the config search path {', '.join(map(str, conf_roots()))}")
+    return found
+
+
+def _compose(
+    path: Path, choices: dict[str, str], top: bool, lifted: list[DictConfig], used: set[str] | None = None
+) -> DictConfig:
+    """Load ``path`` and merge its defaults list in order; a group option's ``_global_`` block goes to ``lifted``."""
     node = _read_yaml(path)
+    if "_global_" in node:
+        lifted.append(node.pop("_global_"))
     defaults = node.pop("defaults", [])
     if isinstance(defaults, str):
         defaults = [defaults]
@@ -83,20 +158,21 @@ def _compose(path: Path, root: Path, choices: dict[str, str], top: bool, used: s
             self_seen = True
         elif isinstance(entry, str):
             # a parent file is part of the same config: group switches apply to its defaults too
-            parts.append(_compose((path.parent / entry).resolve(), root, choices, top=top, used=used))
+            parts.append(_compose(_parent_file(path, entry), choices, top, lifted, used))
         elif isinstance(entry, DictConfig) and len(entry) == 1:
             group, option = next(iter(entry.items()))
             if top and group in choices:  # a CLI switch wins over every entry of its group
                 option = choices[group]
                 if used is not None:
                     used.add(group)
-            option_file = root / group / f"{option}.yaml"
-            if not option_file.is_file():
+            option_file = find_conf(f"{group}/{option}.yaml")
+            if option_file is None:
                 raise ConfigError(
-                    f"{path}: defaults entry '{group}: {option}': no file {option_file}; "
-                    f"options of '{group}' are: {', '.join(group_options(group, root)) or '(none)'}"
+                    f"{path}: defaults entry '{group}: {option}': no file {group}/{option}.yaml in "
+                    f"{', '.join(map(str, conf_roots()))}; options of '{group}' are: "
+                    f"{', '.join(group_options(group)) or '(none)'}"
                 )
-            sub = _compose(option_file, root, {}, top=False)
+            sub = _compose(option_file, {}, False, lifted)
             # a group holds one option: this entry replaces what a parent file chose for the group
             # (Hydra semantics; merging would keep keys of the other option, e.g. ScienceWorld's in ALFWorld)
             parts = [_without(p, group) if p is not node else p for p in parts]
@@ -108,7 +184,7 @@ def _compose(path: Path, root: Path, choices: dict[str, str], top: bool, used: s
     return OmegaConf.merge(*parts) if parts else node
 
 
-def _split_overrides(overrides: Sequence[str], root: Path) -> tuple[dict[str, str], list[str]]:
+def _split_overrides(overrides: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     """Separate ``group=option`` switches from dotted key overrides."""
     choices: dict[str, str] = {}
     dotted: list[str] = []
@@ -117,11 +193,11 @@ def _split_overrides(overrides: Sequence[str], root: Path) -> tuple[dict[str, st
             raise ConfigError(f"override '{item}': expected key=value (e.g. pairs.k=4 or model=qwen3_8b)")
         key, value = item.split("=", 1)
         key = key.strip().lstrip("+")
-        if "." not in key and (root / key).is_dir():
-            if not (root / key / f"{value}.yaml").is_file():
+        if "." not in key and _is_group(key):
+            if find_conf(f"{key}/{value}.yaml") is None:
                 raise ConfigError(
                     f"override '{item}': no option '{value}' in group '{key}'; "
-                    f"options are: {', '.join(group_options(key, root))}"
+                    f"options are: {', '.join(group_options(key))}"
                 )
             choices[key] = value
         else:
@@ -178,17 +254,20 @@ def compose(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Di
     """Compose a config file with its defaults and apply overrides, without validating.
 
     Args:
-        path: Config file; ``conf/config.yaml`` when None. A recipe may inherit from it.
+        path: Config file (:func:`resolve_config_path`); the search path's ``config.yaml`` when None. A recipe
+            may inherit from it.
         overrides: ``group=option`` and ``dotted.key=value`` strings.
 
     Returns:
         The merged OmegaConf tree with interpolations resolved.
     """
-    root = conf_root()
-    cfg_path = Path(path) if path is not None else root / "config.yaml"
-    choices, dotted = _split_overrides(overrides, root)
+    cfg_path = resolve_config_path(path) if path is not None else _root_config()
+    choices, dotted = _split_overrides(overrides)
     used: set[str] = set()
-    cfg = _compose(cfg_path.resolve(), root, choices, top=True, used=used)
+    lifted: list[DictConfig] = []
+    cfg = _compose(cfg_path, choices, True, lifted, used)
+    if lifted:  # a preset's settings outside its group (train=smoke sizes the data steps too), after every file
+        cfg = OmegaConf.merge(cfg, *lifted)
     if set(choices) - used:
         unknown = ", ".join(f"{g}={o}" for g, o in choices.items() if g not in used)
         raise ConfigError(f"{cfg_path}: override {unknown}: the config has no defaults entry for that group")
@@ -219,7 +298,14 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     """
     cfg = compose(path, overrides)
     tree = OmegaConf.to_container(cfg, resolve=True)
-    source = str(path) if path is not None else str(conf_root() / "config.yaml")
+    source = str(resolve_config_path(path) if path is not None else _root_config())
+    if isinstance(tree.get("extensions"), list):  # here, so a failed import names the file
+        from nemo_act.stage_kinds import import_extensions
+
+        try:
+            import_extensions(tree["extensions"], source)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     try:
         return ExperimentConfig.model_validate(tree)
     except ValidationError as err:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 
 class _Strict(BaseModel):
@@ -160,7 +160,14 @@ class BenchmarkConfigBase(_Strict):
         description="Modules the live env needs (checked in the evaluation step's interpreter before it starts)."
     )
     executables: list[str] = Field(description="Programs the live env runs (e.g. java), checked on PATH.")
-    live_experts: bool = Field(description="Experts are played in the live env (else read from files).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_keys(cls, value: Any) -> Any:
+        """Drop ``live_experts`` (configs written before 2026-12 carry it; the adapter says it now)."""
+        if isinstance(value, dict) and "live_experts" in value:
+            value = {k: v for k, v in value.items() if k != "live_experts"}
+        return value
 
 
 class PairsConfig(_Strict):
@@ -399,7 +406,14 @@ class GRPOStageConfig(_StageBase):
 
 
 class TrainConfig(_Strict):
-    """Hyperparameters of every stage kind (local engine; the cluster recipes map them to NeMo-RL)."""
+    """Hyperparameters of every stage kind (local engine; the cluster recipes map them to NeMo-RL).
+
+    The blocks of the kinds nemo-act ships are fields; a registered stage kind of yours (``extensions``) may
+    name a block of its own, ``train.<block>``, checked against the schema of its algorithm
+    (:data:`STAGE_SCHEMAS`). Any other key is an error.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     act: GRPOStageConfig
     rl: GRPOStageConfig
@@ -409,6 +423,25 @@ class TrainConfig(_Strict):
     report_to: list[Literal["tensorboard", "wandb"]] = Field(
         description="Also log stage metrics to TensorBoard (<stage>/tensorboard) and/or W&B (metrics.jsonl always)."
     )
+
+    @model_validator(mode="after")
+    def _registered_blocks(self) -> TrainConfig:
+        from nemo_act.stage_kinds import STAGE_KINDS  # the table (it imports the prompt code, which imports this)
+
+        algorithm = {k.train: k.algorithm for k in STAGE_KINDS.values()}
+        extra = self.__pydantic_extra__ or {}
+        for name, value in extra.items():
+            if name not in algorithm:
+                raise ValueError(f"unknown key 'train.{name}': no registered stage kind trains with that block")
+            try:
+                extra[name] = STAGE_SCHEMAS[algorithm[name]].model_validate(value)
+            except ValidationError as err:
+                where = "; ".join(f"train.{name}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+                raise ValueError(where) from None
+        return self
+
+
+STAGE_SCHEMAS: dict[str, type[_StageBase]] = {"grpo": GRPOStageConfig, "sft": SFTStageConfig, "dpo": DPOStageConfig}
 
 
 class ExpertSource(_Strict):
@@ -475,6 +508,10 @@ class ExperimentConfig(_Strict):
 
     seed: int
     run_dir: str
+    extensions: list[str] = Field(
+        description="Python modules imported before the rest is checked: each registers stage or data kinds "
+        "of yours (nemo_act.stage_kinds.register); docs/extending.md."
+    )
     model: ModelConfig
     benchmark: SerializeAsAny[BenchmarkConfigBase]
     prompt: PromptConfig
@@ -493,6 +530,18 @@ class ExperimentConfig(_Strict):
     train: TrainConfig
     pipeline: PipelineConfig
     demo: DemoConfig
+
+    @model_validator(mode="before")
+    @classmethod
+    def _extensions_first(cls, value: Any) -> Any:
+        """Import ``extensions`` before ``pipeline.stages`` and ``train`` are checked against the registry."""
+        from nemo_act.stage_kinds import import_extensions
+
+        if isinstance(value, dict) and "extensions" not in value and "pipeline" in value:
+            value = {**value, "extensions": []}  # a run's config.yaml written before 2026-12: none then
+        if isinstance(value, dict) and isinstance(value.get("extensions"), list):
+            import_extensions(value["extensions"], "the config")
+        return value
 
     @field_validator("benchmark", mode="before")
     @classmethod

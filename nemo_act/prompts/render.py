@@ -17,10 +17,14 @@ Templates are the ``*.txt`` files in ``nemo_act/prompts/templates``; this module
 * Per-benchmark variants: ``preamble.<benchmark>.txt`` is put before either prompt when
   ``prompt.preamble`` is on (the paper's per-benchmark figures are not in our copy; the preambles
   are ours, in verl-agent's wording).
+* Next to the benchmark's YAML first: ``<config folder>/benchmark/<template>.<benchmark>.txt`` in the config
+  search path (:func:`nemo_act.paths.conf_roots`) replaces the packaged template for that benchmark
+  (``preamble.mybench.txt`` beside ``mybench.yaml``; ``action_generation.mybench.txt`` for a prompt of its own).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
@@ -28,17 +32,30 @@ from typing import Any
 
 from nemo_act.config.schema import PromptConfig
 from nemo_act.data.records import State
+from nemo_act.paths import find_conf
 from nemo_act.prompts.length import cut, fit_state
 
 Message = dict[str, str]
 
 
+def template(name: str, benchmark: str | None = None) -> str:
+    """The text of template ``name`` for ``benchmark``: beside the benchmark's YAML first, else the packaged one.
+
+    ``preamble`` is per benchmark and '' where there is none.
+    """
+    return _template(name, benchmark, os.environ.get("NEMO_ACT_CONF", ""))
+
+
 @cache
-def template(name: str) -> str:
-    """Return the text of ``templates/<name>.txt`` ('' for a missing preamble)."""
-    res = resources.files("nemo_act.prompts") / "templates" / f"{name}.txt"
+def _template(name: str, benchmark: str | None, search: str) -> str:
+    if benchmark:
+        own = find_conf(f"benchmark/{name}.{benchmark}.txt")
+        if own is not None:
+            return own.read_text(encoding="utf-8")
+    packaged = f"{name}.{benchmark}" if name == "preamble" else name
+    res = resources.files("nemo_act.prompts") / "templates" / f"{packaged}.txt"
     if not res.is_file():
-        if name.startswith("preamble."):
+        if name == "preamble":
             return ""
         raise FileNotFoundError(f"prompt template {name}.txt not found in nemo_act/prompts/templates")
     return res.read_text(encoding="utf-8")
@@ -49,16 +66,16 @@ def format_admissible(actions: Sequence[str]) -> str:
     return "[" + ", ".join(f"'{a}'" for a in actions) + "]"
 
 
-def _state_fields(state: State, cfg: PromptConfig) -> dict[str, Any]:
+def _state_fields(state: State, benchmark: str, cfg: PromptConfig) -> dict[str, Any]:
     state = fit_state(state, cfg)  # every part cut to its budget: the one rule, shared with what a pair stores
     history = "\n".join(
-        template("history_item").format(
+        template("history_item", benchmark).format(
             step=state.step - len(state.history) + i, observation=h.observation, action=h.action
         )
         for i, h in enumerate(state.history)
     )
     return {
-        "context": template("context_item").format(context=state.context) if state.context else "",
+        "context": template("context_item", benchmark).format(context=state.context) if state.context else "",
         "task_description": state.task_description,
         "k": len(state.history),
         "history": history or "(none)",
@@ -69,7 +86,7 @@ def _state_fields(state: State, cfg: PromptConfig) -> dict[str, Any]:
 
 
 def _preamble(benchmark: str, cfg: PromptConfig) -> str:
-    return template(f"preamble.{benchmark}") if cfg.preamble else ""
+    return template("preamble", benchmark) if cfg.preamble else ""
 
 
 def selection_prompt(state: State, candidates: Sequence[str], benchmark: str, cfg: PromptConfig) -> str:
@@ -90,13 +107,17 @@ def selection_prompt(state: State, candidates: Sequence[str], benchmark: str, cf
     if len(candidates) < 2:
         raise ValueError(f"ACT selection needs at least 2 candidates, got {len(candidates)}")
     multi = "_multi" if len(candidates) > 2 else ""
-    instruction = template(f"act_instruction{multi}" if cfg.act_reasoning else f"act_instruction{multi}_no_reasoning")
-    fields = _state_fields(state, cfg)
+    instruction = template(
+        f"act_instruction{multi}" if cfg.act_reasoning else f"act_instruction{multi}_no_reasoning", benchmark
+    )
+    fields = _state_fields(state, benchmark, cfg)
     if multi:
         lines = "\n".join(f"Action {i}: {c}" for i, c in enumerate(candidates, start=1))
-        body = template("act_selection_multi").format(**fields, candidate_lines=lines, instruction=instruction)
+        body = template("act_selection_multi", benchmark).format(
+            **fields, candidate_lines=lines, instruction=instruction
+        )
     else:
-        body = template("act_selection").format(
+        body = template("act_selection", benchmark).format(
             **fields, action_1=candidates[0], action_2=candidates[1], instruction=instruction
         )
     return _preamble(benchmark, cfg) + body
@@ -113,8 +134,10 @@ def generation_prompt(state: State, benchmark: str, cfg: PromptConfig) -> str:
     Returns:
         The user message text.
     """
-    instruction = template("action_instruction_cot" if cfg.cot else "action_instruction_no_cot")
-    body = template("action_generation").format(**_state_fields(state, cfg), instruction=instruction)
+    instruction = template("action_instruction_cot" if cfg.cot else "action_instruction_no_cot", benchmark)
+    body = template("action_generation", benchmark).format(
+        **_state_fields(state, benchmark, cfg), instruction=instruction
+    )
     return _preamble(benchmark, cfg) + body
 
 
@@ -135,9 +158,12 @@ def reflection_prompt(
         The user message text.
     """
     items = "\n".join(
-        template("ee_outcome_item").format(action=a, observation=cut(o, cfg.max_observation_chars)) for a, o in outcomes
+        template("ee_outcome_item", benchmark).format(action=a, observation=cut(o, cfg.max_observation_chars))
+        for a, o in outcomes
     )
-    body = template("ee_reflection").format(**_state_fields(state, cfg), outcomes=items, action=action)
+    body = template("ee_reflection", benchmark).format(
+        **_state_fields(state, benchmark, cfg), outcomes=items, action=action
+    )
     return _preamble(benchmark, cfg) + body
 
 
@@ -155,9 +181,12 @@ def critique_prompt(
         cfg: Prompt settings (observation cut).
     """
     items = "\n".join(
-        template("ee_outcome_item").format(action=a, observation=cut(o, cfg.max_observation_chars)) for a, o in steps
+        template("ee_outcome_item", benchmark).format(action=a, observation=cut(o, cfg.max_observation_chars))
+        for a, o in steps
     )
-    body = template("sand_critique").format(**_state_fields(state, cfg), action=action, steps=items, score=score)
+    body = template("sand_critique", benchmark).format(
+        **_state_fields(state, benchmark, cfg), action=action, steps=items, score=score
+    )
     return _preamble(benchmark, cfg) + body
 
 
@@ -173,8 +202,10 @@ def deliberation_prompt(
         benchmark: Benchmark name (chooses the preamble).
         cfg: Prompt settings.
     """
-    items = "\n".join(template("sand_critique_item").format(action=a, critique=c) for a, c in critiques)
-    body = template("sand_deliberation").format(**_state_fields(state, cfg), critiques=items, action=action)
+    items = "\n".join(template("sand_critique_item", benchmark).format(action=a, critique=c) for a, c in critiques)
+    body = template("sand_deliberation", benchmark).format(
+        **_state_fields(state, benchmark, cfg), critiques=items, action=action
+    )
     return _preamble(benchmark, cfg) + body
 
 
@@ -188,15 +219,15 @@ def rationale_prompt(state: State, candidates: Sequence[str], target: str, bench
         benchmark: Benchmark name (chooses the preamble).
         cfg: Prompt settings.
     """
-    body = template("intervention_rationale").format(
-        **_state_fields(state, cfg), action_1=candidates[0], action_2=candidates[1], target=target
+    body = template("intervention_rationale", benchmark).format(
+        **_state_fields(state, benchmark, cfg), action_1=candidates[0], action_2=candidates[1], target=target
     )
     return _preamble(benchmark, cfg) + body
 
 
 def world_model_prompt(state: State, action: str, benchmark: str, cfg: PromptConfig) -> str:
     """Render the implicit world-modelling prompt (``wm_prediction.txt``, ours): predict an action's outcome."""
-    body = template("wm_prediction").format(**_state_fields(state, cfg), action=action)
+    body = template("wm_prediction", benchmark).format(**_state_fields(state, benchmark, cfg), action=action)
     return _preamble(benchmark, cfg) + body
 
 

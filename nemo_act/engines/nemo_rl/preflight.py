@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nemo_act import inputs
+from nemo_act.benchmarks.base import plays_experts
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.manifest import manifest_path
 from nemo_act.engines.nemo_rl import interpreters
@@ -102,10 +103,11 @@ def check_benchmark(cfg: ExperimentConfig, run_dir: Path | None = None) -> list[
     """
     out = []
     bench = cfg.benchmark
-    done = _experts_done(cfg, run_dir) if bench.live_experts else None
+    live = plays_experts(bench)
+    done = _experts_done(cfg, run_dir) if live else None
     if done:
         return [Check(f"{bench.name} experts", True, f"collected already: {', '.join(map(str, done))}")]
-    if bench.live_experts and bench.python_modules:
+    if live and bench.python_modules:
         python = interpreters.python_for("base")
         spec = interpreters.Step("base", tuple(bench.python_modules), f"{bench.name} experts played in the env")
         try:
