@@ -201,9 +201,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train one stage from a checkpoint on pairs or experts."""
     from nemo_act import stage_data
     from nemo_act.engines import train_stage
-    from nemo_act.stage_kinds import stage_experiment
+    from nemo_act.stage_kinds import stage_experiment, stage_kind
 
-    cfg = _cfg(args)
+    cfg = _cfg(args)  # first: the config's extensions may register the stage kind
+    try:
+        stage_kind(args.stage)
+    except ValueError as err:
+        raise UsageError(f"--stage: {err}") from None
     init = args.init or cfg.model.name_or_path
     dry = os.environ.get("NEMO_ACT_DRY_RUN") == "1"  # a dry run loads nothing
     if not dry:
@@ -535,8 +539,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("train", help=f"train one stage ({', '.join(STAGE_KINDS)})")
-    p.add_argument("--stage", required=True, choices=list(STAGE_KINDS))
+    p = sub.add_parser("train", help=f"train one stage ({', '.join(STAGE_KINDS)}, or a registered one)")
+    p.add_argument("--stage", required=True, help="a stage kind (the config's extensions may register more)")
     p.add_argument("--init", default=None, help="starting HF checkpoint (default: model.name_or_path)")
     p.add_argument("--data", required=True, help="pairs JSONL (act, controls) or experts JSONL (il, rl)")
     p.add_argument("--out", required=True, help="output checkpoint folder")

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -149,7 +150,7 @@ settings.load_profile("repeatable")
 # stand-ins, the wheel build, the CLI run as a command) when it needs the JVM, the shared benchmark data, a
 # trained tiny model or such processes; `make test` runs both. The marker is never inferred: collection
 # fails when an unmarked test asks for one of these fixtures, so the fast lane stays fast by construction.
-HEAVY_FIXTURES = {"scienceworld", "sw_experts", "benchmarks_dir", "tiny_model_dir", "random_pairs"}
+HEAVY_FIXTURES = {"scienceworld", "sw_experts", "benchmarks_dir", "tiny_model_dir", "random_pairs", "installed_wheel"}
 
 
 # `make test` hands whole files to its workers (`--dist loadfile --no-loadscope-reorder`) in the order below: the
@@ -169,6 +170,31 @@ RUN_FIRST = [
     "test_evaluation.py",
     "test_traces.py",
 ]
+
+
+@pytest.fixture(scope="session")
+def installed_wheel(tmp_path_factory) -> Path:
+    """A venv with nemo-act installed from a wheel of this checkout, as a user outside it has it.
+
+    The wheel is built with ``pip wheel --no-deps`` (setuptools from the dev extra, no network) and installed
+    with ``--no-deps`` into a fresh venv in a temporary folder; that venv sees the test venv's third-party
+    packages through a path entry (not its .pth files, so this checkout's editable install stays invisible).
+    """
+    tmp, repo = tmp_path_factory.mktemp("wheel"), str(Path(__file__).resolve().parents[1])
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp), repo],
+        check=True, cwd=tmp,
+    )  # fmt: skip
+    wheel = next(tmp.glob("nemo_act-*.whl"))
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True)
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True
+    ).stdout.strip()
+    Path(site, "test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # a path line, not the .pth files
+    return venv
 
 
 def pytest_collection_modifyitems(config, items):

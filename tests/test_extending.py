@@ -1,11 +1,13 @@
-"""docs/extending.md is followed as written: its corridor module and YAML are copied out of the page into a
-temporary package and config folder, and nemo-act collects experts, builds pairs, evaluates a policy and
-replays a state on it, with no change to nemo-act itself."""
+"""docs/extending.md, followed as written by a user outside the checkout: its code blocks are copied out of
+the page into the layout it gives (a benchmark package, a stage-kind package and a config folder holding only
+those files), the Python is linted with the project's rules, and its shell blocks run as one script with the
+nemo-act of a wheel installed in a fresh venv (the ``installed_wheel`` fixture) from a folder that is not the
+checkout: the tiny model, experts, pairs, an evaluation, a pipeline with the new stage kind and the report.
+Nothing of nemo-act is changed or copied."""
 
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,67 +15,125 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nemo_act.paths import conf_root
+pytestmark = pytest.mark.heavy  # a wheel, a pipeline run in processes
 
 REPO = Path(__file__).resolve().parents[1]
+GUIDE = REPO / "docs" / "extending.md"
 
 
 def _blocks(lang: str) -> list[str]:
-    text = (REPO / "docs" / "extending.md").read_text()
-    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
+    return re.findall(rf"```{lang}\n(.*?)```", GUIDE.read_text(), flags=re.S)
+
+
+# where each block goes: the page's layout block lists these paths, in this order of appearance of the blocks
+FILES = {
+    "mybench/corridor.py": ("python", 0),
+    "myconf/benchmark/corridor.yaml": ("yaml", 0),
+    "myconf/benchmark/preamble.corridor.txt": ("text", 1),
+    "mystages/mystages.py": ("python", 1),
+    "myconf/pipeline/alt_il.yaml": ("yaml", 1),
+}
+
+
+def _env(venv: Path) -> dict[str, str]:
+    """A user's shell: the venv's nemo-act first on PATH, none of this checkout's settings."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NEMO_ACT_CONF", "VIRTUAL_ENV")}
+    return env | {"PATH": f"{venv / 'bin'}:{env['PATH']}", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
 
 
 @pytest.fixture(scope="module")
-def corridor(tmp_path_factory) -> dict[str, str]:
-    root = tmp_path_factory.mktemp("ext")
-    (root / "mybench").mkdir()
-    (root / "mybench" / "corridor.py").write_text(_blocks("python")[0])
-    shutil.copytree(conf_root(), root / "myconf")
-    (root / "myconf" / "benchmark" / "corridor.yaml").write_text(_blocks("yaml")[0])
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env |= {"PYTHONPATH": str(root / "mybench"), "NEMO_ACT_CONF": str(root / "myconf"), "OMP_NUM_THREADS": "1"}
-    return {"root": str(root), **{f"env:{k}": v for k, v in env.items()}}
+def project(installed_wheel, tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("myproject")
+    layout = _blocks("text")[0]
+    for path, (lang, index) in FILES.items():
+        assert path in layout, f"docs/extending.md's layout block does not list {path}"
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(_blocks(lang)[index])
+    script = "set -euo pipefail\n" + "\n".join(_blocks("bash"))
+    res = subprocess.run(["bash", "-c", script], cwd=root, env=_env(installed_wheel), capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-4000:]
+    return {"root": root, "venv": installed_wheel, "out": res.stdout, "err": res.stderr}
 
 
-def _run(corridor, *args: str) -> subprocess.CompletedProcess:
-    env = {k[4:]: v for k, v in corridor.items() if k.startswith("env:")}
-    res = subprocess.run([sys.executable, "-m", "nemo_act.cli", *args], cwd=corridor["root"], env=env,
-                         capture_output=True, text=True)  # fmt: skip
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
-    return res
+def test_the_guide_s_files_pass_the_project_s_lint(project):
+    files = [str(project["root"] / p) for p in FILES if p.endswith(".py")]
+    config = str(REPO / "pyproject.toml")
+    for cmd in (["check"], ["format", "--check"]):
+        res = subprocess.run([sys.executable, "-m", "ruff", *cmd, "--config", config, *files], capture_output=True,
+                             text=True)  # fmt: skip
+        assert res.returncode == 0, res.stdout + res.stderr
 
 
-def test_the_guide_s_benchmark_runs_experts_pairs_and_evaluation(corridor):
-    root = Path(corridor["root"])
-    _run(corridor, "experts", "--benchmark", "corridor", "--split", "train", "--out", "data/experts.jsonl")
+def test_the_config_folder_holds_only_the_user_s_files(project):
+    mine = sorted(str(p.relative_to(project["root"] / "myconf")) for p in (project["root"] / "myconf").rglob("*.*"))
+    assert mine == ["benchmark/corridor.yaml", "benchmark/preamble.corridor.txt", "pipeline/alt_il.yaml"]
+    where = subprocess.run([str(project["venv"] / "bin" / "python"), "-c", "import nemo_act; print(nemo_act.__file__)"],
+                           cwd=project["root"], capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert str(project["venv"]) in where and str(REPO) not in where
+
+
+def test_experts_pairs_and_evaluation_ran_on_the_new_benchmark(project):
+    root = project["root"]
     experts = [json.loads(line) for line in (root / "data" / "experts.jsonl").read_text().splitlines()]
     assert len(experts) == 6 and all(t["success"] and t["benchmark"] == "corridor" for t in experts)
     assert [len(t["steps"]) for t in experts] == [4, 3, 2, 1, 4, 3]  # start room = variation mod 4
-    res = _run(corridor, "pairs", "--experts", "data/experts.jsonl", "--policy", "random", "--k", "2",
-               "--out", "data/pairs.jsonl", "benchmark=corridor")  # fmt: skip
-    assert "pairs from 17 states" in res.stdout
-    _run(corridor, "eval", "--benchmark", "corridor", "--policy", "random", "--split", "test", "--out", "eval/random",
-         "--workers", "1", "--envs-per-worker", "2", "--seeds", "0")  # fmt: skip
+    assert "6/6 episodes won, 17 expert steps" in project["out"]
+    assert "handcoded-expert" not in project["out"]  # no other benchmark's wording
+    pairs = [json.loads(line) for line in (root / "data" / "pairs.jsonl").read_text().splitlines()]
+    assert pairs and {p["benchmark"] for p in pairs} == {"corridor"}
     summary = json.loads((root / "eval" / "random" / "summary.json").read_text())
     assert summary["benchmark"] == "corridor" and summary["benchmark_title"] == "Corridor"
     assert summary["episodes"] == 4
 
 
-def test_a_recorded_state_is_restored_by_replaying_its_prefix(corridor):
-    sys.path.insert(0, str(Path(corridor["root"]) / "mybench"))
-    try:
-        import corridor as mod
-    finally:
-        sys.path.pop(0)
-    from nemo_act.benchmarks.base import DivergenceError, restore
-    from nemo_act.data import Trajectory, read_jsonl
+def test_the_pipeline_trained_the_registered_stage_kind_then_il_and_the_report_is_quiet(project):
+    run = project["root"] / "runs" / "alt_il"
+    log = json.loads((run / "run.json").read_text())
+    assert [s["stage"] for s in log["stages"]] == ["01_sft_alternative", "02_il"]
+    for s in log["stages"]:  # trained, on the stage's own rows, handing over an HF checkpoint
+        stage = project["root"] / s["path"]
+        assert s["status"] == "trained" and (stage / "config.json").is_file()
+        metrics = [json.loads(line) for line in (stage / "metrics.jsonl").read_text().splitlines()]
+        assert [m["step"] for m in metrics if "loss" in m] == [1, 2]  # train=smoke: two steps
+        assert {m["stage"] for m in metrics if "loss" in m} == {s["stage"][3:]}
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    assert cfg["extensions"] == ["mystages"] and cfg["pipeline"]["pairs_policy"] == "random"
+    assert log["eval"]["02_il"]["benchmark"] == "corridor"  # the final checkpoint, evaluated in the corridor env
+    report = (project["root"] / "runs" / "report" / "report.md").read_text()
+    assert "| alt_il |" in report and "Corridor test score" in report
+    assert "paper" not in project["err"].lower() and "UserWarning" not in project["err"]  # no empty paper table
 
-    traj = next(iter(read_jsonl(Path(corridor["root"]) / "data" / "experts.jsonl", Trajectory)))
-    cfg = mod.CONFIG.model_validate(yaml.safe_load(_blocks("yaml")[0]))
-    env = mod.CorridorEnv(cfg)
-    obs = restore(env, traj, 2)
-    assert obs.observation == traj.steps[2].observation
-    moved = traj.steps[1].model_copy(update={"observation": "You are in room 9."})
-    bad = traj.model_copy(update={"steps": [traj.steps[0], moved]})
-    with pytest.raises(DivergenceError, match=r"corridor/reach/0: after 1 replayed action\(s\) the env shows"):
-        restore(env, bad, 1)
+
+def test_the_preamble_beside_the_yaml_starts_every_prompt(project):
+    preamble = _blocks("text")[1].strip()
+    shown = project["out"].split("=== ACT selection prompt ===")[1]
+    prompts = [p.strip() for p in re.split(r"=== .* ===", shown) if p.strip()]
+    assert len(prompts) == 2 and all(p.startswith(preamble) for p in prompts), prompts
+
+
+def test_the_new_stage_kind_maps_to_nemo_rl_sft(project):
+    code = (
+        "import json; from nemo_act.config import load_config;"
+        "from nemo_act.engines.nemo_rl.recipe import master_config;"
+        "from nemo_act.engines.nemo_rl.processors import task_name;"
+        "cfg = load_config('pipeline/alt_il.yaml', ['benchmark=corridor', 'engine=nemo_rl', 'generation=vllm',"
+        " 'train=cluster']);"
+        "m = master_config('sft_alternative', cfg, {}, init='/ckpt', out='/runs/x', n_rows=1000);"
+        "print(json.dumps({'sft': 'sft' in m, 'grpo': 'grpo' in m, 'task': task_name('sft_alternative')}))"
+    )
+    env = _env(project["venv"]) | {"PYTHONPATH": f"{project['root'] / 'mybench'}:{project['root'] / 'mystages'}",
+                                    "NEMO_ACT_CONF": str(project["root"] / "myconf")}  # fmt: skip
+    res = subprocess.run([str(project["venv"] / "bin" / "python"), "-c", code], cwd=project["root"], env=env,
+                         capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout.splitlines()[-1]) == {"sft": True, "grpo": False, "task": "act_sft"}
+
+
+def test_a_module_missing_part_of_the_protocol_is_refused_with_what_is_missing(project, tmp_path):
+    broken = (project["root"] / "mybench" / "corridor.py").read_text().replace("def expert_env(", "def _expert_env(")
+    (tmp_path / "corridor.py").write_text(broken)
+    env = _env(project["venv"]) | {"PYTHONPATH": str(tmp_path), "NEMO_ACT_CONF": str(project["root"] / "myconf")}
+    res = subprocess.run(["nemo-act", "config", "--benchmark", "corridor"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True)  # fmt: skip
+    assert res.returncode != 0
+    assert "expert data: LiveExperts (expert_env (missing))" in res.stderr, res.stderr[-2000:]

@@ -1,16 +1,13 @@
 """The package installs anywhere: the wheel carries conf/, the prompt templates and the converters, and
 `nemo-act` finds its defaults without a checkout.
 
-The wheel is built from this checkout (``pip wheel --no-deps``, setuptools from the dev extra, no network),
-installed with ``--no-deps`` into a fresh venv in a temporary folder; that venv sees the test venv's
-third-party packages through a path entry (not its .pth files, so this checkout's editable install stays
-invisible), and every command runs from another directory."""
+The wheel is the ``installed_wheel`` fixture's (tests/conftest.py: built from this checkout, installed into a
+fresh venv that sees the test venv's third-party packages but not this checkout); every command runs from
+another directory."""
 
 import json
 import os
 import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -35,22 +32,8 @@ def _trajectory(i: int) -> dict:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp), str(REPO)],
-        check=True, cwd=tmp,
-    )  # fmt: skip
-    wheel = next(tmp.glob("nemo_act-*.whl"))
-    venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    py = venv / "bin" / "python"
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True)
-    site = subprocess.run(
-        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True
-    ).stdout.strip()
-    Path(site, "test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # a path line, not the .pth files
-    return venv
+def installed(installed_wheel) -> Path:
+    return installed_wheel
 
 
 def _run(venv: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -108,7 +108,8 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
 
         if sc.baseline != "group_mean":
             raise ValueError(
-                f"train.{kind}.baseline={sc.baseline}: TRL's GRPOTrainer subtracts the group mean only; "
+                f"train.{stage_kind(kind).train}.baseline={sc.baseline}: TRL's GRPOTrainer subtracts the group "
+                "mean only; "
                 "use group_mean on the local engine (engine=nemo_rl has leave_one_out)"
             )
         funcs, weights = selection_reward_funcs(cfg) if spec.reward == "selection" else action_reward_funcs(cfg)

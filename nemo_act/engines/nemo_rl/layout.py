@@ -127,7 +127,7 @@ def plan(cfg: ExperimentConfig, kinds: tuple[str, ...] | None = None) -> Plan:
         if batch % (out.dp * n.micro_batch_size):
             refuse((
                 "batch",
-                f"train.{kind}: global batch {batch} is not a multiple of DP x micro batch = "
+                f"train.{stage_kind(kind).train}: global batch {batch} is not a multiple of DP x micro batch = "
                 f"{out.dp} x {n.micro_batch_size}",
             ))  # fmt: skip
         out.memory.append(_memory(kind, cfg, a, out.dp))

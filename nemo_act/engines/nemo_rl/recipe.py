@@ -69,7 +69,7 @@ def prompts_per_step(kind: str, cfg: ExperimentConfig) -> int:
     batch = global_batch(kind, cfg)
     if batch % sc.num_generations:
         raise ValueError(
-            f"train.{kind}: batch_size x grad_accum = {batch} is not a multiple of "
+            f"train.{stage_kind(kind).train}: batch_size x grad_accum = {batch} is not a multiple of "
             f"num_generations = {sc.num_generations}"
         )
     return batch // sc.num_generations
@@ -91,7 +91,8 @@ def steps_per_epoch(kind: str, cfg: ExperimentConfig, n_rows: int) -> int:
     if rows < per_step:
         raise ValueError(
             f"stage {kind}: {rows} training rows, fewer than one optimizer step takes ({per_step} {what}: "
-            f"train.{kind}.batch_size x grad_accum{' / num_generations' if what == 'prompts' else ''}); "
+            f"train.{stage_kind(kind).train}.batch_size x grad_accum"
+            f"{' / num_generations' if what == 'prompts' else ''}); "
             "NeMo-RL drops a partial batch, so it would train 0 steps. Lower the batch or add data."
         )
     return rows // per_step
@@ -114,7 +115,8 @@ def _policy(kind: str, cfg: ExperimentConfig, init: str, steps: int, max_len: in
     n, sc = settings(cfg), stage_config(kind, cfg)
     mg = n.megatron
     if sc.lr_scheduler not in _DECAY:
-        raise ValueError(f"train.{kind}.lr_scheduler '{sc.lr_scheduler}': the cluster engine knows {sorted(_DECAY)}")
+        block = stage_kind(kind).train
+        raise ValueError(f"train.{block}.lr_scheduler '{sc.lr_scheduler}': the cluster engine knows {sorted(_DECAY)}")
     fp8 = n.precision == "fp8"
     kwargs = None if cfg.model.enable_thinking is None else {"enable_thinking": cfg.model.enable_thinking}
     divisible = mg.tensor_parallel * (2 * mg.context_parallel if mg.context_parallel > 1 else 1)
@@ -249,7 +251,8 @@ def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -
     sc = stage_config(kind, cfg)
     assert isinstance(sc, GRPOStageConfig)
     if sc.loss_type not in _TOKEN_LEVEL:
-        raise ValueError(f"train.{kind}.loss_type '{sc.loss_type}': the cluster engine knows {sorted(_TOKEN_LEVEL)}")
+        block = stage_kind(kind).train
+        raise ValueError(f"train.{block}.loss_type '{sc.loss_type}': the cluster engine knows {sorted(_TOKEN_LEVEL)}")
     steps = total_steps(kind, cfg, n_rows)
     fp8 = n.precision == "fp8"
     policy = _policy(kind, cfg, init, steps, n.max_total_sequence_length)
