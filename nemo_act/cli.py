@@ -357,14 +357,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster_check(args: argparse.Namespace) -> int:
-    """Preflight checks of a cluster run (models offline, every step's interpreter, the simulator)."""
-    from nemo_act.engines.nemo_rl.preflight import download_models, print_checks, run_checks
+    """Preflight checks of a run on its engine (cluster: models offline, every step's interpreter, the simulator)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from nemo_act.engines import engine_for
 
     cfg = load_config(args.pipeline, _overrides(args))
-    if args.download_models:
-        download_models(cfg)
-    checks = run_checks(cfg, Path(args.run_dir) if args.run_dir else None)
-    print_checks(checks)
+    engine = engine_for(cfg)
+    checks = engine.preflight(cfg, Path(args.run_dir) if args.run_dir else None, args.download_models)
+    table = Table(title=f"{engine.name} preflight checks", show_lines=False)
+    for col in ("check", "", "detail"):
+        table.add_column(col, overflow="fold")
+    for c in checks:
+        table.add_row(c.name, "[green]ok[/]" if c.ok else "[red]FAIL[/]", c.detail)
+    Console(width=160).print(table)
     failed = [c for c in checks if not c.ok]
     for c in failed:
         print(f"error: {c.name}: {c.detail}", file=sys.stderr)
@@ -376,7 +383,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """Check a cluster recipe's layout and estimate memory per GPU; exit 1 when a rule refuses it."""
     from omegaconf import DictConfig, OmegaConf
 
-    from nemo_act.engines.nemo_rl.layout import plan, print_plan
+    from nemo_act.engines import engine_for
 
     raw = OmegaConf.load(args.pipeline) if Path(args.pipeline).is_file() else None
     if raw is not None and (not isinstance(raw, DictConfig) or "defaults" not in raw):
@@ -385,11 +392,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "conf/recipes/<benchmark>/*.yaml, e.g. conf/recipes/alfworld/act-qwen3-8b-4n4g-megatron.yaml"
         )
     cfg = load_config(args.pipeline, _overrides(args))
-    result = plan(cfg)
-    print_plan(cfg, result)
-    for rule, reason in result.refusals:
+    refusals = engine_for(cfg).check_layout(cfg)
+    for rule, reason in refusals:
         print(f"error: layout refused ({rule}): {reason}", file=sys.stderr)
-    return 0 if result.ok else 1
+    return 1 if refusals else 0
 
 
 def cmd_checklist(args: argparse.Namespace) -> int:
@@ -461,12 +467,12 @@ def cmd_convert(argv: Sequence[str]) -> int:
     if not script.exists():
         raise UsageError(f"{script} not found: this nemo-act install lacks its converters")
     venv = (checkout_root() or Path("/nonexistent")) / ".venv-megatron"
-    from nemo_act.engines.nemo_rl.interpreters import python_for
+    from nemo_act.engines import megatron_python
 
     # the checkout's venv only once `make` finished it (its stamp): one still being built has no torch yet;
     # in the NeMo-RL image the Megatron worker venv (interpreters.py); elsewhere this interpreter
     built = str(venv / "bin" / "python") if (venv / ".installed").exists() else None
-    python = os.environ.get("NEMO_ACT_CONVERT_PYTHON") or built or python_for("mcore")
+    python = os.environ.get("NEMO_ACT_CONVERT_PYTHON") or built or megatron_python()
     return subprocess.call([python, str(script), *argv[1:]])
 
 

@@ -43,6 +43,7 @@ from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import read_all, read_jsonl, write_text_atomic
 from nemo_act.data.manifest import file_sha256
 from nemo_act.data.records import Pair, Trajectory
+from nemo_act.engines import engine_for
 from nemo_act.inputs import run_inputs
 from nemo_act.quiet import quiet_libraries
 from nemo_act.stage_kinds import (
@@ -93,7 +94,7 @@ def stage_fingerprint(kind: str, init: str, data: Path, cfg: ExperimentConfig) -
             "benchmark": cfg.benchmark.model_dump(),
             "thinking": cfg.model.enable_thinking,
             "seed": cfg.seed,
-            **_engine_fingerprint(cfg),
+            **engine_for(cfg).fingerprint(cfg),
         }
     )
 
@@ -111,14 +112,6 @@ def eval_fingerprint(checkpoint: str, cfg: ExperimentConfig) -> str:
             "thinking": cfg.model.enable_thinking,
         }
     )
-
-
-def _engine_fingerprint(cfg: ExperimentConfig) -> dict[str, Any]:
-    """What of the cluster engine changes a stage's result (not its layout: a job may be resized)."""
-    n = cfg.engine.nemo_rl
-    if cfg.engine.name == "local" or n is None:
-        return {}
-    return {"engine": {"precision": n.precision, "bases": n.bases, "overrides": n.overrides}}
 
 
 def stage_complete(folder: Path) -> bool:
@@ -150,23 +143,21 @@ class PipelineRunner:
         self.init = cfg.pipeline.init or cfg.model.name_or_path
         self.log: dict[str, Any] = {"pipeline": cfg.pipeline.name, "stages": [], "started": time.time()}
         self._invocation = f"{self.log['started']:.3f}-{os.getpid()}"
-        # Cluster engine: GPU generation (pairs, selection, eval; vLLM) runs in its own process, as
-        # training does, so no engine keeps GPU memory that the next stage's NeMo-RL job needs.
-        self.isolate = cfg.engine.name == "nemo_rl"
+        self.engine = engine_for(cfg)
+        # an engine may run GPU generation (pairs, selection, eval; vLLM) in its own process, as training does, so
+        # no step keeps GPU memory that the next stage's job needs (Engine.isolates_steps)
+        self.isolate = self.engine.isolates_steps
 
     def _step(self, method: str, *args: str) -> None:
         """Run ``method(*args)`` of this runner in a child process (see :func:`main`).
 
-        The interpreter is the one :mod:`nemo_act.engines.nemo_rl.interpreters` names for the step
-        (vLLM's venv in the NeMo-RL container when ``generation.backend=vllm``), checked first.
+        The interpreter is the one the engine names for the step (:meth:`~nemo_act.engines.Engine.step_command`:
+        vLLM's venv in the NeMo-RL container when ``generation.backend=vllm``), checked first.
         """
-        from nemo_act.engines.nemo_rl import interpreters
-
         self.dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.dir / "config.yaml", to_yaml(self.cfg))
         argv = ["-m", "nemo_act.pipeline", "--run-dir", str(self.dir), "--data-dir", str(self.data_dir), method, *args]
-        cmd = interpreters.command(method, argv, self.cfg.generation.backend, self.cfg.benchmark.python_modules)
-        subprocess.run(cmd, check=True, env=interpreters.child_env())
+        subprocess.run(self.engine.step_command(method, argv, self.cfg), check=True, env=self.engine.step_env())
 
     # ---- data -------------------------------------------------------------------------------------
     def experts(self, which: str) -> Path:
@@ -302,7 +293,6 @@ class PipelineRunner:
             data: See ``rows``.
         """
         from nemo_act import stage_data
-        from nemo_act.engines import train_stage
 
         out = self.dir / "stages" / f"{index:02d}_{kind}"
         data = data or inputs.get(stage_kind(kind).data)
@@ -336,7 +326,7 @@ class PipelineRunner:
                 "its manifest counts say why)"
             )
         t = time.time()
-        train_stage(kind, init, rows, self.cfg, out)
+        self.engine.train_stage(kind, init, rows, self.cfg, out)
         info.update(complete=True, seconds=round(time.time() - t, 1), rows=len(capped_rows(kind, rows, self.cfg)))
         write_text_atomic(marker, json.dumps(info, indent=2) + "\n")
         # only now: a kill before the marker said complete resumes from these, never retrains the stage
@@ -555,23 +545,21 @@ class PipelineRunner:
     def plan(self) -> list[dict[str, str]]:
         """Every step :meth:`run` takes, in order, with its interpreter, inputs and outputs; nothing runs.
 
-        On the cluster engine the interpreter is the one the step gets in the NeMo-RL image (see
-        :mod:`nemo_act.engines.nemo_rl.interpreters`); on the local engine everything runs here.
+        The interpreter is the one the engine gives the step (:meth:`~nemo_act.engines.Engine.step_python`: the
+        NeMo-RL image's venv on the cluster engine); on the local engine everything runs here.
         """
-        from nemo_act.engines.nemo_rl import interpreters
         from nemo_act.generation import engines_summary
 
         cfg, d, data = self.cfg, self.dir, self.data_dir
-        backend, mods = cfg.generation.backend, cfg.benchmark.python_modules
 
         def py(step: str) -> str:
-            return interpreters.python_for(interpreters.step(step, backend, mods).venv) if self.isolate else "(here)"
+            return self.engine.step_python(step, cfg) if self.isolate else "(here)"
 
         rows: list[dict[str, str]] = []
 
         engines = engines_summary(cfg)  # once: with generation.engines=auto it may count GPUs
 
-        def add(step: str, python: str, inputs: str, outputs: str) -> None:
+        def add(step: str, python: str, inputs: str, outputs: str | Path) -> None:
             row = {"step": step, "python": python, "inputs": inputs, "outputs": str(outputs)}
             on = self.workers(step, engines)
             rows.append(row | ({"workers": on} if on else {}))
@@ -605,11 +593,8 @@ class PipelineRunner:
                 files[spec.name] = str(self.baseline_folder(spec.name, out.name) / str(spec.audit))
                 add(spec.name, py("baseline_data"), f"experts.jsonl, policy {ckpt}", files[spec.name])
             rows_from = files[stage_kind(kind).data]
-            if self.isolate:
-                add(f"train {kind}", py("driver"), f"{ckpt}, {rows_from}", out / "checkpoints")
-                add(f"export {kind}", py("export"), f"{out / 'checkpoints'}/step_<last>", out)
-            else:
-                add(f"train {kind}", "(here)", f"{ckpt}, {rows_from}", out)
+            for planned in self.engine.stage_plan(kind, ckpt, rows_from, out, cfg):
+                add(planned.step, planned.python, planned.inputs, planned.outputs)
             ckpt = str(out)
             checkpoints.append(ckpt)
             if stage_kind(kind).selection_eval:
@@ -675,7 +660,7 @@ class PipelineRunner:
                 ok, log = manifest_path(out).exists(), job_log
             elif step.startswith("train "):
                 stage = out.parent if out.name == "checkpoints" else out
-                ok, log = stage_complete(stage) or any(out.glob("step_*")), str(stage / "nemo_rl" / "logs")
+                ok, log = stage_complete(stage) or self.engine.stage_started(stage), self.engine.stage_log(stage)
             elif step.startswith("export "):
                 ok, log = (out / "config.json").exists() and stage_complete(out), job_log
             elif step == "evaluate":

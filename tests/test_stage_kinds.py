@@ -83,7 +83,6 @@ def test_a_kill_between_training_and_cleanup_never_retrains_the_stage(tmp_path, 
     runner removes checkpoints/."""
     import shutil as shutil_module
 
-    import nemo_act.engines as engines
     from nemo_act import pipeline
     from nemo_act.config import load_config
 
@@ -95,11 +94,11 @@ def test_a_kill_between_training_and_cleanup_never_retrains_the_stage(tmp_path, 
         (Path(out) / "config.json").write_text("{}")
         return Path(out)
 
-    monkeypatch.setattr(engines, "train_stage", engine)
     data = tmp_path / "rows.jsonl"
     data.write_text("x\n")
     rows = [{"prompt": [{"role": "user", "content": "q"}], "completion": [{"role": "assistant", "content": "a"}]}]
     runner = pipeline.PipelineRunner(load_config(), tmp_path / "run")
+    monkeypatch.setattr(runner.engine, "train_stage", engine)
     real_rmtree = shutil_module.rmtree
 
     def killed(path, *args, **kwargs):

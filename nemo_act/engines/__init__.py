@@ -1,11 +1,118 @@
-"""Training engines over the shared core: ``local`` (HF + TRL) and ``nemo_rl`` (cluster)."""
+"""The engine boundary: what the core asks of a training engine, and how it finds the one a config names.
+
+Two engines share the core: ``local`` (HF + TRL, one machine) and ``nemo_rl`` (NeMo-RL + Megatron-Core + vLLM on a
+Ray cluster). Each implements :class:`Engine` in its own package (``nemo_act.engines.<name>:ENGINE``); the
+pipeline runner and the CLI call :func:`engine_for` and never import an engine's modules or branch on its name
+(``tests/test_architecture.py`` greps for both). Everything engine-specific a caller needs is a method here:
+training a stage, how a data step runs (in this process, or in a child process with the engine's interpreter),
+what of the engine changes a stage's result (its fingerprint), what a plan and a checklist show for a stage, the
+GPUs a job holds for generation, the preflight checks and the layout check of a cluster recipe.
+"""
 
 from __future__ import annotations
 
+import sys
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nemo_act.config.schema import ExperimentConfig
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+ENGINES = {"local": "nemo_act.engines.local:ENGINE", "nemo_rl": "nemo_act.engines.nemo_rl:ENGINE"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One preflight check: what, whether it passed, and the detail (where, or why not)."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    """One row of a run's plan for a stage: the step, its interpreter, what it reads and writes."""
+
+    step: str
+    python: str
+    inputs: str
+    outputs: Path
+
+
+class Engine(ABC):
+    """A training engine. Subclasses set :attr:`name` and :attr:`isolates_steps` and implement the abstract methods.
+
+    Attributes:
+        name: ``engine.name`` in the config.
+        isolates_steps: Whether GPU data steps (pairs, selection, baseline data, evaluation) run each in a child
+            process (:meth:`step_command`), so no step keeps GPU memory the next stage's job needs.
+    """
+
+    name: str
+    isolates_steps: bool = False
+
+    @abstractmethod
+    def train_stage(self, kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: Path) -> Path:
+        """Train one stage; the result is an HF checkpoint folder (``out``)."""
+
+    def fingerprint(self, cfg: ExperimentConfig) -> dict[str, Any]:
+        """What of the engine changes a stage's result (not its layout: a job may be resized)."""
+        return {}
+
+    def step_python(self, step: str, cfg: ExperimentConfig) -> str:
+        """The interpreter a data step runs with, for plans (``(here)``: this process)."""
+        return "(here)"
+
+    def step_command(self, step: str, argv: Sequence[str], cfg: ExperimentConfig) -> list[str]:
+        """``[python, *argv]`` of a data step run as a child process, its interpreter checked first."""
+        return [sys.executable, *argv]
+
+    def step_env(self) -> dict[str, str] | None:
+        """The environment of a data step's child process (None: this one's)."""
+        return None
+
+    def stage_plan(self, kind: str, init: str, rows_from: str, out: Path, cfg: ExperimentConfig) -> list[PlannedStep]:
+        """The plan's rows of training one stage."""
+        return [PlannedStep(f"train {kind}", "(here)", f"{init}, {rows_from}", out)]
+
+    def stage_log(self, stage: Path) -> str:
+        """Where a stage's training log is (for the checklist)."""
+        return str(stage)
+
+    def stage_started(self, stage: Path) -> bool:
+        """Whether a stage left a checkpoint it can resume from (the checklist's ``ok`` of an unfinished stage)."""
+        return False
+
+    def job_gpus(self, cfg: ExperimentConfig) -> int | None:
+        """GPUs the job's cluster holds for generation engines (``generation.engines=auto``); None: count here."""
+        return None
+
+    def preflight(self, cfg: ExperimentConfig, run_dir: Path | None, download_models: bool) -> list[Check]:
+        """Checks before a run: models, interpreters, the simulator (``nemo-act cluster-check``)."""
+        from nemo_act import inputs
+
+        try:
+            inputs.run_inputs(cfg, None)
+        except inputs.MissingInputs as err:
+            return [Check("inputs", False, str(err))]
+        return [Check("inputs", True, "every model and file the run reads is there")]
+
+    def check_layout(self, cfg: ExperimentConfig) -> list[tuple[str, str]]:
+        """Print a cluster recipe's layout and memory estimate; the refusals as (rule, reason) (``nemo-act plan``)."""
+        print(f"the {self.name} engine runs on one machine: no parallel layout to check")
+        return []
+
+
+def engine_for(cfg: ExperimentConfig) -> Engine:
+    """The engine ``cfg.engine.name`` names (imported on first use)."""
+    from nemo_act.stage_kinds import load
+
+    return load(ENGINES[cfg.engine.name])
 
 
 def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: str | Path) -> Path:
@@ -18,10 +125,11 @@ def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experimen
         cfg: Experiment config.
         out: Stage folder.
     """
-    if cfg.engine.name == "nemo_rl":
-        from nemo_act.engines.nemo_rl.launch import train_stage as cluster_stage
+    return engine_for(cfg).train_stage(kind, init, rows, cfg, Path(out))
 
-        return cluster_stage(kind, init, rows, cfg, out)
-    from nemo_act.engines.local.stages import train_stage as local_stage
 
-    return local_stage(kind, init, rows, cfg, out)
+def megatron_python() -> str:
+    """The interpreter with Megatron-Core + Megatron-Bridge for the converters (the image's Megatron venv, or this)."""
+    from nemo_act.engines.nemo_rl.interpreters import python_for
+
+    return python_for("mcore")

@@ -72,12 +72,15 @@ def resolve_engines(gen: GenerationConfig) -> int:
 def planned_engines(cfg: ExperimentConfig) -> int:
     """The engines a data step will get, without starting anything (plan, dry run).
 
-    ``auto`` on the cluster engine counts the recipe's GPUs (``engine.nemo_rl.cluster``), which the job's
-    Ray cluster holds once every node joined; elsewhere as :func:`resolve_engines`.
+    ``auto`` counts the GPUs the engine's job holds (:meth:`~nemo_act.engines.Engine.job_gpus`: the cluster
+    engine's recipe, which the job's Ray cluster holds once every node joined); elsewhere as :func:`resolve_engines`.
     """
-    gen, n = cfg.generation, cfg.engine.nemo_rl
-    if gen.engines == "auto" and cfg.engine.name == "nemo_rl" and n is not None:
-        return max(1, n.cluster.num_nodes * n.cluster.gpus_per_node // _gpus_per_engine(gen))
+    from nemo_act.engines import engine_for
+
+    gen = cfg.generation
+    gpus = engine_for(cfg).job_gpus(cfg) if gen.engines == "auto" else None
+    if gpus is not None:
+        return max(1, gpus // _gpus_per_engine(gen))
     return resolve_engines(gen)
 
 

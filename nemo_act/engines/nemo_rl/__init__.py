@@ -9,7 +9,96 @@ Layering, so that what CI can run is most of it:
   with NeMo-RL's ``EnvironmentInterface.step`` signature, returning each reward part as a column of
   a ``[B, 3]`` tensor (NeMo-RL v0.7.0 sums the columns into the total and logs each one).
 
-The NeMo-RL-facing layer (the ``EnvironmentInterface`` subclasses registered in NeMo-RL's actor
-environment registry, the GRPO/SFT/DPO drivers, recipes and Slurm launchers) is issue #4's
-remaining work; NeMo-RL is pinned once in ``conf/engine/_nemo_rl_pin.yaml``.
+The NeMo-RL-facing layer: ``environments`` (the ``EnvironmentInterface`` subclasses registered in NeMo-RL's
+actor environment registry), ``recipe`` + ``driver`` + ``launch`` (a stage as a NeMo-RL job, exported to HF),
+``interpreters`` (which venv of the image runs which step), ``preflight`` and ``layout`` (checks before a job).
+NeMo-RL is pinned once in ``conf/engine/_nemo_rl_pin.yaml``. :data:`ENGINE` is what the core sees of all this.
 """
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nemo_act.config.schema import ExperimentConfig
+from nemo_act.engines import Check, Engine, PlannedStep
+
+
+class NeMoRLEngine(Engine):
+    """Each stage a NeMo-RL job on the Ray cluster (then exported to HF); GPU data steps in child processes."""
+
+    name = "nemo_rl"
+    isolates_steps = True
+
+    def train_stage(self, kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: Path) -> Path:
+        """Run the stage's NeMo-RL job and export its last checkpoint to HF in ``out``."""
+        from nemo_act.engines.nemo_rl.launch import train_stage
+
+        return train_stage(kind, init, rows, cfg, out)
+
+    def fingerprint(self, cfg: ExperimentConfig) -> dict[str, Any]:
+        """Precision, the release's base configs and the raw overrides (not the layout: a job may be resized)."""
+        n = cfg.engine.nemo_rl
+        if n is None:
+            return {}
+        return {"engine": {"precision": n.precision, "bases": n.bases, "overrides": n.overrides}}
+
+    def step_python(self, step: str, cfg: ExperimentConfig) -> str:
+        """The image's venv for the step (vLLM's for generation with ``generation.backend=vllm``)."""
+        from nemo_act.engines.nemo_rl import interpreters
+
+        spec = interpreters.step(step, cfg.generation.backend, cfg.benchmark.python_modules)
+        return interpreters.python_for(spec.venv)
+
+    def step_command(self, step: str, argv: Sequence[str], cfg: ExperimentConfig) -> list[str]:
+        """The step's interpreter, checked for the modules it needs, then ``argv``."""
+        from nemo_act.engines.nemo_rl import interpreters
+
+        return interpreters.command(step, argv, cfg.generation.backend, cfg.benchmark.python_modules)
+
+    def step_env(self) -> dict[str, str] | None:
+        """The child's environment with this checkout on its path (see ``interpreters.child_env``)."""
+        from nemo_act.engines.nemo_rl import interpreters
+
+        return interpreters.child_env()
+
+    def stage_plan(self, kind: str, init: str, rows_from: str, out: Path, cfg: ExperimentConfig) -> list[PlannedStep]:
+        """The NeMo-RL driver's job, then the Megatron -> HF export of its last checkpoint."""
+        ckpts = out / "checkpoints"
+        return [
+            PlannedStep(f"train {kind}", self.step_python("driver", cfg), f"{init}, {rows_from}", ckpts),
+            PlannedStep(f"export {kind}", self.step_python("export", cfg), f"{ckpts}/step_<last>", out),
+        ]
+
+    def stage_log(self, stage: Path) -> str:
+        """NeMo-RL's logs of the stage."""
+        return str(stage / "nemo_rl" / "logs")
+
+    def stage_started(self, stage: Path) -> bool:
+        """A NeMo-RL checkpoint (``step_*``) the requeued job resumes from."""
+        return any((stage / "checkpoints").glob("step_*"))
+
+    def job_gpus(self, cfg: ExperimentConfig) -> int | None:
+        """The recipe's GPUs (``engine.nemo_rl.cluster``), which the job's Ray cluster holds once every node joined."""
+        n = cfg.engine.nemo_rl
+        return n.cluster.num_nodes * n.cluster.gpus_per_node if n is not None else None
+
+    def preflight(self, cfg: ExperimentConfig, run_dir: Path | None, download_models: bool) -> list[Check]:
+        """Models offline, every job step's interpreter in the image, the simulator (``preflight.run_checks``)."""
+        from nemo_act.engines.nemo_rl import preflight
+
+        if download_models:
+            preflight.download_models(cfg)
+        return preflight.run_checks(cfg, run_dir)
+
+    def check_layout(self, cfg: ExperimentConfig) -> list[tuple[str, str]]:
+        """The recipe's TP/PP/EP/DP layout and memory per GPU (``layout.plan``), printed; its refusals."""
+        from nemo_act.engines.nemo_rl.layout import plan, print_plan
+
+        result = plan(cfg)
+        print_plan(cfg, result)
+        return list(result.refusals)
+
+
+ENGINE = NeMoRLEngine()

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import platform
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from nemo_act import inputs
 from nemo_act.benchmarks.base import plays_experts
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.manifest import manifest_path
+from nemo_act.engines import Check
 from nemo_act.engines.nemo_rl import interpreters
 from nemo_act.stage_kinds import needs_pairs
 
@@ -32,15 +32,6 @@ AARCH64_HINT = (
     "run the env-bound steps on x86 nodes with slurm/env_steps.sub (experts before this job; evaluation "
     "after it, with NEMO_ACT_OVERRIDES=pipeline.eval.stages=none here), see slurm/README.md."
 )
-
-
-@dataclass(frozen=True)
-class Check:
-    """One preflight check: what was checked, whether it passed, and why not."""
-
-    name: str
-    ok: bool
-    detail: str
 
 
 def model_refs(cfg: ExperimentConfig) -> list[str]:
@@ -138,16 +129,3 @@ def run_checks(cfg: ExperimentConfig, run_dir: Path | None = None) -> list[Check
     checks += check_benchmark(cfg, run_dir)
     checks += [check_step(name, cfg) for name in job_steps(cfg)]
     return checks
-
-
-def print_checks(checks: list[Check]) -> None:
-    """A table of the checks (rich)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="cluster preflight checks", show_lines=False)
-    for col in ("check", "", "detail"):
-        table.add_column(col, overflow="fold")
-    for c in checks:
-        table.add_row(c.name, "[green]ok[/]" if c.ok else "[red]FAIL[/]", c.detail)
-    Console(width=160).print(table)
