@@ -1,7 +1,9 @@
+import sys
 from pathlib import Path
 
 import pytest
 
+from nemo_act import stage_kinds
 from nemo_act.config import ConfigError, compose, conf_root, group_options, load_config, to_yaml
 
 
@@ -170,6 +172,8 @@ def test_a_registered_stage_kind_s_own_train_block_is_checked_against_its_algori
         "register(StageKind('ilx', 'sft', 'experts', 'nemo_act.stage_data:il_rows', 'generation', None, 'ilx'))\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(stage_kinds, "STAGE_KINDS", dict(stage_kinds.STAGE_KINDS))  # the registry as it was, after
+    monkeypatch.delitem(sys.modules, "ext_stage_for_config_test", raising=False)
     block = "{epochs: 1, max_steps: 2, learning_rate: 0.001, lr_scheduler: constant, warmup_ratio: 0.0, "
     block += "weight_decay: 0.0, max_grad_norm: 1.0, batch_size: 2, grad_accum: 1, max_samples: null, "
     block += "logging_steps: 1, save_steps: 2"
