@@ -180,9 +180,13 @@ def test_a_registered_stage_kind_s_own_train_block_is_checked_against_its_algori
     over = ["extensions=[ext_stage_for_config_test]", "pipeline.stages=[ilx]"]
     cfg = load_config(overrides=[*over, f"train.ilx={block}, max_length: 64}}"])
     assert cfg.train.ilx.max_length == 64 and cfg.pipeline.stages == ["ilx"]
-    with pytest.raises(ConfigError, match=r"train.ilx.max_length: Field required"):
+    with pytest.raises(ConfigError, match=r"field 'train.ilx.max_length': Field required"):
         load_config(overrides=[*over, f"train.ilx={block}}}"])
-    with pytest.raises(ConfigError, match=r"unknown key 'train.nobody': no registered stage kind"):
+    with pytest.raises(ConfigError, match=r"field 'train.nobody': unknown key"):
         load_config(overrides=[f"train.nobody={block}, max_length: 64}}"])
+    with pytest.raises(ConfigError, match=r"field 'train.actt': unknown key \(did you mean 'train.act'\?\)"):
+        load_config(overrides=["train.actt.learning_rate=1"])
+    with pytest.raises(ConfigError, match=r"train.ilx is missing: stage 'ilx' of pipeline.stages trains with it"):
+        load_config(overrides=over)
     with pytest.raises(ConfigError, match=r"field 'extensions': cannot import 'no_such_ext_module'"):
         load_config(overrides=["extensions=[no_such_ext_module]"])

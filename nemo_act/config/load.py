@@ -228,6 +228,10 @@ def _known_keys(path: list[str], tree: dict[str, Any]) -> list[str]:
     its keys come from there.
     """
     model: Any = ExperimentConfig
+    if path == ["train"]:  # the blocks the registered stage kinds name
+        from nemo_act.stage_kinds import STAGE_KINDS
+
+        return sorted({k.train for k in STAGE_KINDS.values()} | {"report_to"})
     if path[:1] == ["benchmark"]:
         from nemo_act.benchmarks.base import adapter
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, create_model, field_validator, model_validator
 
 
 class _Strict(BaseModel):
@@ -408,37 +408,36 @@ class GRPOStageConfig(_StageBase):
 class TrainConfig(_Strict):
     """Hyperparameters of every stage kind (local engine; the cluster recipes map them to NeMo-RL).
 
-    The blocks of the kinds nemo-act ships are fields; a registered stage kind of yours (``extensions``) may
-    name a block of its own, ``train.<block>``, checked against the schema of its algorithm
-    (:data:`STAGE_SCHEMAS`). Any other key is an error.
+    A mapping of blocks, ``train.<block>``, each checked against the schema of the algorithm of the stage kinds
+    that name it (:data:`STAGE_SCHEMAS`, from the registry in :mod:`nemo_act.stage_kinds`: ``act`` and ``rl`` are
+    GRPO, ``il`` and ``sft_choice`` SFT, ``dpo`` DPO, and a registered kind of yours may add its own), plus
+    ``report_to``. A block no registered kind names is an error; a block a pipeline's stage needs is checked
+    present by :class:`ExperimentConfig`. Blocks are read as attributes: ``cfg.train.act``.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    act: GRPOStageConfig
-    rl: GRPOStageConfig
-    il: SFTStageConfig
-    sft_choice: SFTStageConfig
-    dpo: DPOStageConfig
     report_to: list[Literal["tensorboard", "wandb"]] = Field(
         description="Also log stage metrics to TensorBoard (<stage>/tensorboard) and/or W&B (metrics.jsonl always)."
     )
 
-    @model_validator(mode="after")
-    def _registered_blocks(self) -> TrainConfig:
-        from nemo_act.stage_kinds import STAGE_KINDS  # the table (it imports the prompt code, which imports this)
+    @model_validator(mode="before")
+    @classmethod
+    def _blocks_by_algorithm(cls, value: Any) -> Any:
+        from nemo_act.stage_kinds import STAGE_KINDS  # the registry (it imports the prompt code, which imports this)
 
+        if not isinstance(value, dict):
+            return value
         algorithm = {k.train: k.algorithm for k in STAGE_KINDS.values()}
-        extra = self.__pydantic_extra__ or {}
-        for name, value in extra.items():
-            if name not in algorithm:
-                raise ValueError(f"unknown key 'train.{name}': no registered stage kind trains with that block")
-            try:
-                extra[name] = STAGE_SCHEMAS[algorithm[name]].model_validate(value)
-            except ValidationError as err:
-                where = "; ".join(f"train.{name}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-                raise ValueError(where) from None
-        return self
+        blocks = {k: v for k, v in value.items() if k != "report_to"}
+        # a block no registered kind names fails as an unknown key (extra_forbidden: "did you mean ..." in the message)
+        fields: dict[str, Any] = {k: (STAGE_SCHEMAS[algorithm[k]], ...) for k in blocks if k in algorithm}
+        checked = create_model("TrainBlocks", __config__=ConfigDict(extra="forbid"), **fields).model_validate(blocks)
+        return {**value, **{k: getattr(checked, k) for k in blocks}}
+
+    def blocks(self) -> dict[str, _StageBase]:
+        """Every ``train.<block>``, by name."""
+        return dict(self.__pydantic_extra__ or {})
 
 
 STAGE_SCHEMAS: dict[str, type[_StageBase]] = {"grpo": GRPOStageConfig, "sft": SFTStageConfig, "dpo": DPOStageConfig}
@@ -542,6 +541,16 @@ class ExperimentConfig(_Strict):
         if isinstance(value, dict) and isinstance(value.get("extensions"), list):
             import_extensions(value["extensions"], "the config")
         return value
+
+    @model_validator(mode="after")
+    def _stage_blocks_present(self) -> ExperimentConfig:
+        from nemo_act.stage_kinds import stage_kind
+
+        for name in self.pipeline.stages:
+            block = stage_kind(name).train
+            if block not in self.train.blocks():
+                raise ValueError(f"train.{block} is missing: stage '{name}' of pipeline.stages trains with it")
+        return self
 
     @field_validator("benchmark", mode="before")
     @classmethod
