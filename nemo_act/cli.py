@@ -340,8 +340,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.pipeline, _overrides(args))
     if os.environ.get("NEMO_ACT_DRY_RUN") == "1":  # the whole plan, nothing run
         from nemo_act.pipeline import PipelineRunner
+        from nemo_act.run_plan import print_plan
 
-        PipelineRunner(cfg, args.run_dir).print_plan()
+        print_plan(PipelineRunner(cfg, args.run_dir))
         return 0
     # the lock before the heavy imports: a second writer stops at once; the runner checks the inputs first thing,
     # and a run stopped there leaves no folder (the lock takes back what it made when nothing was written)
@@ -401,8 +402,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_checklist(args: argparse.Namespace) -> int:
     """Which steps of a run finished, and where each one's log is (printed by slurm/act_preflight.sub)."""
     from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run_plan import checklist
 
-    rows = PipelineRunner(load_config(args.pipeline, _overrides(args)), args.run_dir).checklist(args.log_dir)
+    rows = checklist(PipelineRunner(load_config(args.pipeline, _overrides(args)), args.run_dir), args.log_dir)
     width = max(len(r["step"]) for r in rows)
     for r in rows:
         mark = "[ ok ]" if r["ok"] == "ok" else "[FAIL]"

@@ -59,9 +59,6 @@ from nemo_act.stage_kinds import (
     stage_kind,
 )
 
-GENERATION_STEPS = ("pairs", "selection", "evaluate")  # data steps that call the policy (with DATA_KINDS')
-ENV_STEPS = ("experts", "evaluate")  # data steps that run envs (with DATA_KINDS')
-
 
 def _hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -513,7 +510,7 @@ class PipelineRunner:
                 self.log["selection"][Path(ckpt).name] = self.selection(Path(ckpt).name, ckpt, heldout_pairs)
         return self._evaluate(checkpoints)
 
-    def _env_eval_targets(self, checkpoints: list[str]) -> list[tuple[str, str]]:
+    def env_eval_targets(self, checkpoints: list[str]) -> list[tuple[str, str]]:
         """(name, checkpoint) of what ``pipeline.eval.stages`` evaluates in the env.
 
         None when the benchmark has no simulator (``env_factory`` is None: the protocol's one statement of
@@ -525,7 +522,7 @@ class PipelineRunner:
         return {"final": named[-1:], "all": named, "none": []}[self.cfg.pipeline.eval.stages]
 
     def _evaluate(self, checkpoints: list[str]) -> dict[str, Any]:
-        which = self._env_eval_targets(checkpoints)
+        which = self.env_eval_targets(checkpoints)
         if not which and self.cfg.pipeline.eval.stages != "none":
             self.console.print(
                 f"[yellow]no env evaluation[/]: benchmark '{self.cfg.benchmark.name}' has no simulator "
@@ -540,136 +537,6 @@ class PipelineRunner:
         self.log["history"] = history
         write_text_atomic(self.dir / "run.json", json.dumps(self.log, indent=2, default=str) + "\n")
         return self.log
-
-    # ---- the plan (NEMO_ACT_DRY_RUN=1) -----------------------------------------------------------
-    def plan(self) -> list[dict[str, str]]:
-        """Every step :meth:`run` takes, in order, with its interpreter, inputs and outputs; nothing runs.
-
-        The interpreter is the one the engine gives the step (:meth:`~nemo_act.engines.Engine.step_python`: the
-        NeMo-RL image's venv on the cluster engine); on the local engine everything runs here.
-        """
-        from nemo_act.generation import engines_summary
-
-        cfg, d, data = self.cfg, self.dir, self.data_dir
-
-        def py(step: str) -> str:
-            return self.engine.step_python(step, cfg) if self.isolate else "(here)"
-
-        rows: list[dict[str, str]] = []
-
-        engines = engines_summary(cfg)  # once: with generation.engines=auto it may count GPUs
-
-        def add(step: str, python: str, inputs: str, outputs: str | Path) -> None:
-            row = {"step": step, "python": python, "inputs": inputs, "outputs": str(outputs)}
-            on = self.workers(step, engines)
-            rows.append(row | ({"workers": on} if on else {}))
-
-        def source(which: str) -> str:
-            src = getattr(cfg.pipeline, which)
-            return f"successful trajectories of {src.path}" if src.path else f"{cfg.benchmark.name} {src.split}"
-
-        if cfg.pipeline.stages:
-            add("experts", py("experts"), source("experts"), data / "experts.jsonl")
-        policy = cfg.pipeline.pairs_policy or self.init
-        if cfg.pairs.from_data_k and policy != "from_data":
-            policy = f"{policy} + {cfg.pairs.from_data_k} from_data"
-        has_pairs = needs_pairs(cfg.pipeline.stages)
-        if has_pairs:
-            add("pairs", py("pairs"), f"experts.jsonl, policy {policy}", data / "pairs.jsonl")
-            add("experts", py("experts"), source("heldout"), data / "heldout_experts.jsonl")
-            add("pairs", py("pairs"), f"heldout_experts.jsonl, policy {policy}", data / "heldout_pairs.jsonl")
-            add("selection", py("selection"), f"{self.init}, heldout_pairs.jsonl", d / "selection" / "init.json")
-        files = {"experts": "experts.jsonl", "pairs": "pairs.jsonl"}
-        for kind in data_steps(cfg.pipeline.stages):
-            spec = built_data(kind)
-            if spec and spec.policy == "init":
-                files[kind] = str(self.baseline_folder(kind) / str(spec.audit))
-                add(kind, py("baseline_data"), f"experts.jsonl, policy {self.init}", files[kind])
-        ckpt, checkpoints = self.init, []
-        for i, kind in enumerate(expand(cfg.pipeline.stages, cfg), start=1):
-            out = d / "stages" / f"{i:02d}_{kind}"
-            spec = built_data(stage_kind(kind).data)
-            if spec and spec.policy == "stage":
-                files[spec.name] = str(self.baseline_folder(spec.name, out.name) / str(spec.audit))
-                add(spec.name, py("baseline_data"), f"experts.jsonl, policy {ckpt}", files[spec.name])
-            rows_from = files[stage_kind(kind).data]
-            for planned in self.engine.stage_plan(kind, ckpt, rows_from, out, cfg):
-                add(planned.step, planned.python, planned.inputs, planned.outputs)
-            ckpt = str(out)
-            checkpoints.append(ckpt)
-            if stage_kind(kind).selection_eval:
-                sel = d / "selection" / f"{out.name}.json"
-                add("selection", py("selection"), f"{out.name}, heldout_pairs.jsonl", sel)
-        ev = cfg.pipeline.eval
-        for name, c in self._env_eval_targets(checkpoints):
-            what = name if c != self.init else f"init ({c})"
-            add("evaluate", py("evaluate"), f"{what}, {cfg.benchmark.name} {ev.split}", d / "eval" / name)
-        return rows
-
-    def workers(self, step: str, engines: str) -> str:
-        """What a data step runs on; empty for a step that neither generates nor runs envs.
-
-        Args:
-            step: The step's name in :meth:`plan`.
-            engines: Its generation engines (:func:`~nemo_act.generation.engines_summary`, computed once).
-        """
-        ev = self.cfg.pipeline.eval
-        baseline = step in DATA_KINDS and DATA_KINDS[step].builder is not None  # the reflection baselines' data
-        parts = []
-        if step in GENERATION_STEPS or baseline:
-            parts.append(engines)
-        if step in ENV_STEPS or baseline:
-            parts.append(f"{ev.workers} env workers x {ev.envs_per_worker} envs")
-        return "; ".join(parts)
-
-    def print_plan(self) -> list[dict[str, str]]:
-        """:meth:`plan`, one line per step (whole paths, so a job log can be searched)."""
-        rows = self.plan()
-        print(f"plan of {self.cfg.pipeline.name} ({self.cfg.engine.name} engine) in {self.dir}:")
-        width = max(len(r["step"]) for r in rows)
-        for n, r in enumerate(rows, start=1):
-            print(f"{n:>3}. {r['step']:<{width}}  python: {r['python']}")
-            print(f"     {'':<{width}}  in: {r['inputs']}  ->  out: {r['outputs']}")
-            if r.get("workers"):
-                print(f"     {'':<{width}}  on: {r['workers']}")
-        return rows
-
-    def checklist(self, log_dir: str | Path | None = None) -> list[dict[str, str]]:
-        """Each step of :meth:`plan` with ``ok`` / ``missing`` and where its log is (the preflight's report).
-
-        A step is ``ok`` when its output is finished: a manifest beside a data file, a ``stage.json``
-        marked complete (train), an HF ``config.json`` in the stage folder (export), a result file
-        (selection, evaluation). With ``log_dir`` (a Slurm job's), the job's own steps come first:
-        the preflight checks and Ray.
-        """
-        from nemo_act.data.manifest import manifest_path
-
-        rows: list[dict[str, str]] = []
-        job_log = str(Path(log_dir) / "pipeline.log") if log_dir else "(console)"
-        if log_dir is not None:
-            check_log = Path(log_dir) / "cluster-check.log"
-            text = check_log.read_text() if check_log.exists() else ""
-            passed = " checks passed" in text and "error:" not in text
-            rows.append({"step": "preflight checks", "ok": passed, "log": str(check_log)})
-            ray_up = (Path(log_dir) / "STARTED_RAY_HEAD").exists()
-            rows.append({"step": "Ray head up", "ok": ray_up, "log": str(Path(log_dir) / "ray-head.log")})
-        for r in self.plan():
-            out = Path(r["outputs"])
-            step = r["step"]
-            if step in ("experts", "pairs"):
-                ok, log = manifest_path(out).exists(), job_log
-            elif step.startswith("train "):
-                stage = out.parent if out.name == "checkpoints" else out
-                ok, log = stage_complete(stage) or self.engine.stage_started(stage), self.engine.stage_log(stage)
-            elif step.startswith("export "):
-                ok, log = (out / "config.json").exists() and stage_complete(out), job_log
-            elif step == "evaluate":
-                ok, log = (out / "summary.json").exists(), job_log
-            else:
-                ok, log = out.exists(), job_log
-            stage = out.parent.name if out.name == "checkpoints" else out.name
-            rows.append({"step": f"{step}: {stage}", "ok": ok, "log": log})
-        return [dict(r, ok="ok" if r["ok"] else "missing") for r in rows]
 
 
 STEPS = ("pairs", "baseline_data", "selection", "evaluate")

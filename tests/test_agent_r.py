@@ -15,6 +15,7 @@ from nemo_act.data.manifest import read_manifest
 from nemo_act.data.records import Trajectory
 from nemo_act.generation.simple import wrap_action
 from nemo_act.reflection.agent_r import build_agent_r, first_deviation, read_revisions, revise
+from nemo_act.run_plan import plan
 
 ROOMS = ["kitchen", "hallway", "workshop", "greenhouse"]
 
@@ -127,7 +128,7 @@ def test_agent_r_rl_pipeline_runs_end_to_end_on_the_local_engine(tiny_model_dir,
         ],
     )  # fmt: skip
     runner = PipelineRunner(cfg)
-    assert [r["step"] for r in runner.plan()][:2] == ["experts", "agent_r"]
+    assert [r["step"] for r in plan(runner)][:2] == ["experts", "agent_r"]
     log = runner.run()
     assert [s["stage"] for s in log["stages"]] == ["01_agent_r", "02_rl"]
     counts = read_manifest(runner.data_dir / "agent_r" / "revisions.jsonl")["counts"]

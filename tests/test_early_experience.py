@@ -30,6 +30,7 @@ from nemo_act.reflection.early_experience import (
     judge,
     read_reflections,
 )
+from nemo_act.run_plan import plan
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -203,7 +204,7 @@ def test_ee_rl_pipeline_runs_end_to_end_on_the_local_engine(tiny_model_dir, sw_e
         ],
     )  # fmt: skip
     runner = PipelineRunner(cfg)
-    steps = [r["step"] for r in runner.plan()]
+    steps = [r["step"] for r in plan(runner)]
     assert steps[:2] == ["experts", "early_experience"] and "pairs" not in steps
     log = runner.run()
     assert [s["stage"] for s in log["stages"]] == ["01_ee", "02_rl"]

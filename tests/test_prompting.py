@@ -12,6 +12,7 @@ from nemo_act.config import conf_root, load_config
 from nemo_act.data.io import read_jsonl
 from nemo_act.evaluation.rollout import EpisodeRecord
 from nemo_act.prompts.render import template
+from nemo_act.run_plan import plan
 from nemo_act.stage_kinds import data_steps, expand
 
 PIPELINES = sorted((conf_root() / "pipeline").glob("*.yaml"))
@@ -48,7 +49,7 @@ def test_a_prompting_baseline_evaluates_the_initial_policy_and_trains_nothing(sc
          "pipeline.eval.workers=1", "eval.seeds=[0]", f"run_dir={tmp_path / 'run'}"],
     )  # fmt: skip
     runner = PipelineRunner(cfg)
-    assert [r["step"] for r in runner.plan()] == ["evaluate"]
+    assert [r["step"] for r in plan(runner)] == ["evaluate"]
     log = runner.run()
     assert list(log["eval"]) == ["init"] and log["final_checkpoint"] == "random"
     assert not (runner.dir / "stages").exists() and not runner.data_dir.exists()

@@ -21,6 +21,7 @@ from nemo_act.data.records import Trajectory
 from nemo_act.evaluation.rollout import EpisodeRecord
 from nemo_act.generation.simple import wrap_action
 from nemo_act.reflection.sand import DeliberationRecord, build_sand, distinct_actions, read_deliberations
+from nemo_act.run_plan import plan
 from nemo_act.stage_kinds import expand
 
 REPO = Path(__file__).resolve().parents[1]
@@ -181,9 +182,9 @@ def test_sand_rl_pipeline_with_two_iterations_on_the_local_engine(tiny_model_dir
         ],
     )  # fmt: skip
     runner = PipelineRunner(cfg)
-    plan = runner.plan()
-    assert [r["step"] for r in plan][:3] == ["experts", "sand", "train sand"]
-    assert [r["step"] for r in plan].count("sand") == 2
+    steps = plan(runner)
+    assert [r["step"] for r in steps][:3] == ["experts", "sand", "train sand"]
+    assert [r["step"] for r in steps].count("sand") == 2
     log = runner.run()
     assert [s["stage"] for s in log["stages"]] == ["01_sand", "02_sand", "03_rl"]
     first = runner.dir / "stages" / "01_sand"

@@ -21,6 +21,7 @@ from nemo_act.benchmarks.webshop import (
 )
 from nemo_act.data import Trajectory, read_jsonl, read_manifest, write_jsonl
 from nemo_act.data.io import RecordError
+from nemo_act.run_plan import plan
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -237,7 +238,7 @@ def test_reflection_recipes_stop_at_once_on_human_demonstrations_and_take_expert
         recipes / "ee-qwen3-8b-4n4g-megatron.yaml", [*base, f"run_dir={run}", f"pipeline.experts.path={played}"]
     )
     runner = PipelineRunner(cfg)
-    assert runner.plan()[0]["inputs"] == f"successful trajectories of {played}"
+    assert plan(runner)[0]["inputs"] == f"successful trajectories of {played}"
     experts = runner.experts("experts")
     kept = list(read_jsonl(experts, Trajectory))
     assert kept == [t for t in read_jsonl(played, Trajectory) if t.success] and len(kept) == 2  # two won (reward 1)
