@@ -20,10 +20,11 @@ Parts (values from config, ``rewards.selection`` / ``rewards.action``):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
+from typing import Any
 
 from nemo_act.config.schema import RewardValues, SelectionRewardConfig
 from nemo_act.tool_calls import TEXT_REPLY, call_admissible, tool_entries
@@ -288,3 +289,23 @@ def action_reward(
         return RewardParts(values.correct, 0.0, 0.0, parsed.action, parsed.status)
     adm = values.admissible if (use_admissible and in_actions(parsed.action, admissible_actions)) else 0.0
     return RewardParts(0.0, adm, 0.0, parsed.action, parsed.status)
+
+
+def score_selection(
+    response: str, row: Mapping[str, Any], values: SelectionRewardConfig, use_admissible: bool
+) -> RewardParts:
+    """The ``selection`` reward of the registry (:func:`selection_reward` over an ACT row's fields)."""
+    return selection_reward(
+        response,
+        row["candidates"],
+        row["expert_index"],
+        row["candidates_admissible"],
+        values,
+        use_admissible,
+        row.get("admissible_actions", ()),
+    )
+
+
+def score_action(response: str, row: Mapping[str, Any], values: RewardValues, use_admissible: bool) -> RewardParts:
+    """The ``action`` reward of the registry (:func:`action_reward` over an RL row's fields)."""
+    return action_reward(response, row["expert_action"], row["admissible_actions"], values, use_admissible)

@@ -9,7 +9,9 @@ Adding a kind = one :class:`StageKind` (its row builder a ``module:function`` re
 :class:`DataKind`'s builder) given to :func:`register` by a module of yours that the config's ``extensions``
 list names (imported before the config is validated, in every process that loads it), or one entry of the
 table here for a kind nemo-act ships. A stage that consumes a new kind of data registers a :class:`DataKind`
-(its builder, audit file and record type) the same way. Nothing else names a kind: docs/extending.md.
+(its builder, audit file and record type) the same way, and a GRPO stage with a reward of its own a
+:class:`RewardKind` (its score function; both engines score with it). Nothing else names a kind:
+docs/extending.md.
 """
 
 from __future__ import annotations
@@ -72,6 +74,62 @@ DATA_KINDS: dict[str, DataKind] = {
 }  # fmt: skip
 
 
+@dataclass(frozen=True)
+class RewardKind:
+    """A GRPO reward: the score of one response, from the fields of the row it answers.
+
+    Attributes:
+        name: The reward, as a :class:`StageKind`'s ``reward``.
+        score: ``module:function``: ``(response, row, values, use_admissible) -> RewardParts``
+            (:class:`~nemo_act.rewards.RewardParts`: accuracy, admissible, format). ``row`` is the stage row without
+            its prompt (what the stage's row builder put there: both engines hand the same fields over), ``values``
+            the config block below, ``use_admissible`` the benchmark's ``admissible_reward``. Only the final
+            ``<action>`` should be scored (:func:`~nemo_act.rewards.parse_action`), never the reasoning.
+        values: The config block of its values (``rewards.selection`` or ``rewards.action``: correct, admissible,
+            malformed).
+        selection: Whether the response chooses among candidates: its logs then carry the selection accuracy and
+            the share naming neither candidate (else the share matching the expert).
+        task: NeMo-RL's task and environment name of its rows (default ``reward_<name>``).
+    """
+
+    name: str
+    score: str
+    values: str
+    selection: bool = False
+    task: str = ""
+
+    @property
+    def environment(self) -> str:
+        """NeMo-RL's environment (and row ``task_name``) of this reward."""
+        return self.task or f"reward_{self.name}"
+
+
+REWARD_KINDS: dict[str, RewardKind] = {
+    r.name: r
+    for r in (
+        RewardKind("selection", "nemo_act.rewards:score_selection", "rewards.selection", selection=True,
+                   task="act_selection"),
+        RewardKind("action", "nemo_act.rewards:score_action", "rewards.action", task="act_action"),
+    )
+}  # fmt: skip
+
+
+def reward_kind(name: str) -> RewardKind:
+    """The registry entry of reward ``name``; a clear error listing the rewards when there is none."""
+    try:
+        return REWARD_KINDS[name]
+    except KeyError:
+        raise ValueError(f"unknown reward '{name}'; rewards are: {', '.join(REWARD_KINDS)}") from None
+
+
+def reward_values(reward: str, cfg: ExperimentConfig) -> Any:
+    """A reward's values block of the config (``rewards.selection``, ...)."""
+    node: Any = cfg
+    for part in reward_kind(reward).values.split("."):
+        node = getattr(node, part)
+    return node
+
+
 def load(ref: str) -> Any:
     """The object a ``module:name`` reference names (imported on first use: the table stays import-light)."""
     module, _, name = ref.partition(":")
@@ -91,7 +149,8 @@ class StageKind:
             ``(records, trajectories, cfg)`` for a built data kind (the builders of :mod:`nemo_act.stage_data`
             show the row fields each algorithm and reward reads).
         prompt: ``selection`` (the ACT prompt over two candidates) or ``generation`` (act directly).
-        reward: GRPO reward: ``selection`` (names the better candidate) or ``action`` (the expert's action).
+        reward: GRPO reward, a :data:`REWARD_KINDS` name: ``selection`` (names the better candidate), ``action``
+            (the expert's action), or one registered by an extension.
         train: The ``train.<block>`` holding its hyperparameters.
         prompt_settings: ``prompt.*`` values the stage renders with (e.g. no reasoning instruction).
         selection_eval: Whether held-out selection accuracy is measured after it.
@@ -105,7 +164,7 @@ class StageKind:
     data: str
     rows: str
     prompt: Literal["selection", "generation"]
-    reward: Literal["selection", "action"] | None
+    reward: str | None
     train: str
     prompt_settings: dict[str, Any] = field(default_factory=dict)
     selection_eval: bool = False
@@ -118,6 +177,14 @@ class StageKind:
             raise ValueError(f"stage kind '{self.name}': data '{self.data}' is not a data kind ({known})")
         if ":" not in self.rows:
             raise ValueError(f"stage kind '{self.name}': rows {self.rows!r} is not a 'module:function' reference")
+        if (self.reward is not None) != (self.algorithm == "grpo"):
+            need = "needs a" if self.algorithm == "grpo" else "takes no"
+            raise ValueError(f"stage kind '{self.name}': a {self.algorithm} stage {need} reward")
+        if self.reward is not None and self.reward not in REWARD_KINDS:
+            raise ValueError(
+                f"stage kind '{self.name}': reward '{self.reward}' is not registered ({', '.join(REWARD_KINDS)}); "
+                "register its RewardKind first"
+            )
 
 
 def _rows(name: str) -> str:
@@ -155,8 +222,8 @@ STAGE_KINDS: dict[str, StageKind] = {
 }  # fmt: skip
 
 
-def register(entry: StageKind | DataKind) -> None:
-    """Add a stage kind or a data kind to the table (what a module named in the config's ``extensions`` does).
+def register(entry: StageKind | DataKind | RewardKind) -> None:
+    """Add a stage kind, data kind or reward to the registry (what a module named in the config's ``extensions`` does).
 
     Registering the same entry again is a no-op (a module imported twice); another entry under a taken
     name is an error.
@@ -164,7 +231,8 @@ def register(entry: StageKind | DataKind) -> None:
     Raises:
         ValueError: The name is taken by a different entry.
     """
-    table: dict[str, Any] = STAGE_KINDS if isinstance(entry, StageKind) else DATA_KINDS
+    tables: dict[type, dict[str, Any]] = {StageKind: STAGE_KINDS, DataKind: DATA_KINDS, RewardKind: REWARD_KINDS}
+    table = tables[type(entry)]
     old = table.get(entry.name)
     if old is not None and old != entry:
         raise ValueError(f"{type(entry).__name__} '{entry.name}' is already registered as {old}")

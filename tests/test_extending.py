@@ -86,22 +86,63 @@ def test_experts_pairs_and_evaluation_ran_on_the_new_benchmark(project):
     assert summary["episodes"] == 4
 
 
-def test_the_pipeline_trained_the_registered_stage_kind_then_il_and_the_report_is_quiet(project):
+def test_the_pipeline_trained_the_registered_stage_kinds_and_the_report_is_quiet(project):
     run = project["root"] / "runs" / "alt_il"
     log = json.loads((run / "run.json").read_text())
-    assert [s["stage"] for s in log["stages"]] == ["01_sft_alternative", "02_il"]
+    assert [s["stage"] for s in log["stages"]] == ["01_sft_alternative", "02_il", "03_rl_verb"]
     for s in log["stages"]:  # trained, on the stage's own rows, handing over an HF checkpoint
         stage = project["root"] / s["path"]
         assert s["status"] == "trained" and (stage / "config.json").is_file()
         metrics = [json.loads(line) for line in (stage / "metrics.jsonl").read_text().splitlines()]
         assert [m["step"] for m in metrics if "loss" in m] == [1, 2]  # train=smoke: two steps
         assert {m["stage"] for m in metrics if "loss" in m} == {s["stage"][3:]}
+    grpo = [json.loads(line) for line in (run / "stages" / "03_rl_verb" / "metrics.jsonl").read_text().splitlines()]
+    assert all("rewards/accuracy/mean" in m and "rewards/expert_match/mean" in m for m in grpo if "loss" in m)
     cfg = yaml.safe_load((run / "config.yaml").read_text())
     assert cfg["extensions"] == ["mystages"] and cfg["pipeline"]["pairs_policy"] == "random"
-    assert log["eval"]["02_il"]["benchmark"] == "corridor"  # the final checkpoint, evaluated in the corridor env
+    assert log["eval"]["03_rl_verb"]["benchmark"] == "corridor"  # the final checkpoint, evaluated in the corridor env
     report = (project["root"] / "runs" / "report" / "report.md").read_text()
     assert "| alt_il |" in report and "Corridor test score" in report
     assert "paper" not in project["err"].lower() and "UserWarning" not in project["err"]  # no empty paper table
+
+
+def test_the_registered_reward_scores_the_same_on_both_engines(project):
+    """The local engine's TRL reward functions and NeMo-RL's reward environment (the engine-free core of the
+    generic actor, as NeMo-RL builds it from the env config the recipe writes) score the same fields alike."""
+    code = """
+import json
+from nemo_act.config import load_config
+from nemo_act.engines.local.reward_funcs import reward_funcs
+from nemo_act.engines.nemo_rl.recipe import master_config
+from nemo_act.engines.nemo_rl.reward_env import ScoredRewardEnv
+cfg = load_config("pipeline/alt_il.yaml", ["benchmark=corridor", "engine=nemo_rl", "generation=vllm", "train=cluster"])
+m = master_config("rl_verb", cfg, {}, init="/ckpt", out="/runs/x", n_rows=1000)
+env_cfg = m["env"]["reward_same_verb"]
+answers = ["<action>go east</action>", "<action>go west</action>", "<action>look</action>", "oops"]
+row = {"expert_action": "go east", "admissible_actions": ["go east", "go west", "look"]}
+env = ScoredRewardEnv(env_cfg["reward"], env_cfg["values"], env_cfg["use_admissible"], extensions=env_cfg["extensions"])
+step = env.step([[{"role": "assistant", "content": a}] for a in answers], [row] * 4)
+funcs, _ = reward_funcs("same_verb", cfg)
+local = [f([None] * 4, [[{"role": "assistant", "content": a}] for a in answers], expert_action=["go east"] * 4,
+           admissible_actions=[row["admissible_actions"]] * 4) for f in funcs[:3]]
+print(json.dumps({"env_name": m["data"]["train"]["env_name"], "nemo_rl": step.rewards.tolist(),
+                  "local": [list(r) for r in zip(*local)], "sft": "sft" in m, "grpo": "grpo" in m}))
+"""
+    env = _env(project["venv"]) | {"PYTHONPATH": f"{project['root'] / 'mybench'}:{project['root'] / 'mystages'}",
+                                    "NEMO_ACT_CONF": str(project["root"] / "myconf")}  # fmt: skip
+    res = subprocess.run([str(project["venv"] / "bin" / "python"), "-c", code], cwd=project["root"], env=env,
+                         capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.splitlines()[-1])
+    assert got["env_name"] == "reward_same_verb" and got["grpo"] and not got["sft"]
+    expected = [
+        [1.0, 0.0, 0.0],
+        [0.0, 0.1, 0.0],
+        [0.0, 0.0, 0.0],
+        [0.0, 0.0, -0.5],
+    ]  # expert, same verb, other, malformed
+    for engine in ("nemo_rl", "local"):
+        assert [pytest.approx(r) for r in expected] == got[engine], engine
 
 
 def test_the_preamble_beside_the_yaml_starts_every_prompt(project):

@@ -558,3 +558,11 @@ class ExperimentConfig(_Strict):
         from nemo_act.benchmarks.base import benchmark_config  # the registry (its adapters import this module)
 
         return benchmark_config(value)
+
+
+def values_model(dotted: str) -> type[BaseModel]:
+    """The schema class of a config block named by its dotted path (``rewards.selection`` -> SelectionRewardConfig)."""
+    model: Any = ExperimentConfig
+    for part in dotted.split("."):
+        model = model.model_fields[part].annotation
+    return model

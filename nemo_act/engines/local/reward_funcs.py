@@ -1,9 +1,11 @@
 """TRL reward functions over the core's rewards: one function per part, so TRL logs each.
 
-GRPO sums the functions with ``reward_weights``; the parts (accuracy, admissible, format) weigh 1,
-and two monitors weigh 0 and are only logged: ``selection_accuracy`` (share of responses naming the
-expert action) and ``named_neither`` (well-formed responses naming neither candidate).
-TRL logs each as ``rewards/<name>/mean``.
+Any reward of the registry (:data:`~nemo_act.stage_kinds.REWARD_KINDS`, yours included) becomes the same five
+functions: GRPO sums them with ``reward_weights``; the parts (accuracy, admissible, format) weigh 1, and two
+monitors weigh 0 and are only logged: for a selection reward ``selection_accuracy`` (share of responses naming
+the expert action) and ``named_neither`` (well-formed responses naming neither candidate), else
+``expert_match``. TRL logs each as ``rewards/<name>/mean``. A row's fields reach the score as TRL hands them to
+reward functions: one keyword per dataset column.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.rewards import RewardParts, action_reward, selection_reward
+from nemo_act.rewards import RewardParts
+from nemo_act.stage_kinds import load, reward_kind, reward_values
 
 RewardFunc = Callable[..., list[float]]
+_NOT_FIELDS = frozenset({"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric"})
 
 
 def _text(completion: Any) -> str:
@@ -23,60 +27,49 @@ def _text(completion: Any) -> str:
     return str(completion)
 
 
-def _named(name: str, fn: RewardFunc) -> RewardFunc:
-    fn.__name__ = name
-    return fn
+def reward_funcs(reward: str, cfg: ExperimentConfig) -> tuple[list[RewardFunc], list[float]]:
+    """TRL reward functions and their weights of a registered reward.
+
+    Args:
+        reward: A :data:`~nemo_act.stage_kinds.REWARD_KINDS` name (a stage kind's ``reward``).
+        cfg: The experiment config (the reward's values block, the benchmark's ``admissible_reward``).
+    """
+    spec = reward_kind(reward)
+    score = load(spec.score)
+    values, use_adm = reward_values(reward, cfg), cfg.benchmark.admissible_reward
+
+    def parts(completions: list[Any], columns: dict[str, list[Any]]) -> list[RewardParts]:
+        fields = {k: v for k, v in columns.items() if k not in _NOT_FIELDS and isinstance(v, list | tuple)}
+        rows = [{k: v[i] for k, v in fields.items()} for i in range(len(completions))]
+        return [score(_text(c), row, values, use_adm) for c, row in zip(completions, rows, strict=True)]
+
+    def make(name: str, pick: Callable[[RewardParts], float]) -> RewardFunc:
+        def fn(prompts: list[Any], completions: list[Any], **columns: list[Any]) -> list[float]:
+            return [pick(r) for r in parts(completions, columns)]
+
+        fn.__name__ = name
+        return fn
+
+    funcs = [
+        make("accuracy", lambda r: r.accuracy),
+        make("admissible", lambda r: r.admissible),
+        make("format", lambda r: r.format),
+    ]
+    if spec.selection:
+        funcs += [
+            make("selection_accuracy", lambda r: float(r.correct)),
+            make("named_neither", lambda r: float(r.named_neither)),
+        ]
+    else:
+        funcs += [make("expert_match", lambda r: float(r.correct))]
+    return funcs, [1.0, 1.0, 1.0] + [0.0] * (len(funcs) - 3)
 
 
 def selection_reward_funcs(cfg: ExperimentConfig) -> tuple[list[RewardFunc], list[float]]:
-    """Reward functions and weights of the ACT stage."""
-    values = cfg.rewards.selection
-    use_adm = cfg.benchmark.admissible_reward
-
-    def parts(completions, candidates, expert_index, candidates_admissible, admissible_actions) -> list[RewardParts]:
-        return [
-            selection_reward(_text(c), cand, idx, adm, values, use_adm, shown)
-            for c, cand, idx, adm, shown in zip(
-                completions, candidates, expert_index, candidates_admissible, admissible_actions, strict=True
-            )
-        ]
-
-    def make(name: str, pick: Callable[[RewardParts], float]) -> RewardFunc:
-        def fn(prompts, completions, candidates, expert_index, candidates_admissible, admissible_actions, **_):
-            return [
-                pick(r) for r in parts(completions, candidates, expert_index, candidates_admissible, admissible_actions)
-            ]
-
-        return _named(name, fn)
-
-    funcs = [
-        make("accuracy", lambda r: r.accuracy),
-        make("admissible", lambda r: r.admissible),
-        make("format", lambda r: r.format),
-        make("selection_accuracy", lambda r: float(r.correct)),
-        make("named_neither", lambda r: float(r.named_neither)),
-    ]
-    return funcs, [1.0, 1.0, 1.0, 0.0, 0.0]
+    """Reward functions and weights of the ACT stage (the ``selection`` reward)."""
+    return reward_funcs("selection", cfg)
 
 
 def action_reward_funcs(cfg: ExperimentConfig) -> tuple[list[RewardFunc], list[float]]:
-    """Reward functions and weights of the RL stage (direct action generation)."""
-    values = cfg.rewards.action
-    use_adm = cfg.benchmark.admissible_reward
-
-    def make(name: str, pick: Callable[[RewardParts], float]) -> RewardFunc:
-        def fn(prompts, completions, expert_action, admissible_actions, **_):
-            return [
-                pick(action_reward(_text(c), e, adm, values, use_adm))
-                for c, e, adm in zip(completions, expert_action, admissible_actions, strict=True)
-            ]
-
-        return _named(name, fn)
-
-    funcs = [
-        make("accuracy", lambda r: r.accuracy),
-        make("admissible", lambda r: r.admissible),
-        make("format", lambda r: r.format),
-        make("expert_match", lambda r: float(r.correct)),
-    ]
-    return funcs, [1.0, 1.0, 1.0, 0.0]
+    """Reward functions and weights of the RL stage (the ``action`` reward)."""
+    return reward_funcs("action", cfg)

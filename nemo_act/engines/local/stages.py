@@ -104,7 +104,7 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
     if algorithm == "grpo":
         from trl import GRPOConfig, GRPOTrainer
 
-        from nemo_act.engines.local.reward_funcs import action_reward_funcs, selection_reward_funcs
+        from nemo_act.engines.local.reward_funcs import reward_funcs
 
         if sc.baseline != "group_mean":
             raise ValueError(
@@ -112,7 +112,7 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
                 "mean only; "
                 "use group_mean on the local engine (engine=nemo_rl has leave_one_out)"
             )
-        funcs, weights = selection_reward_funcs(cfg) if spec.reward == "selection" else action_reward_funcs(cfg)
+        funcs, weights = reward_funcs(str(spec.reward), cfg)
         args = GRPOConfig(
             **common,
             num_generations=sc.num_generations,

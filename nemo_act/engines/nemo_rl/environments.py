@@ -19,7 +19,7 @@ from nemo_rl.distributed.virtual_cluster import PY_EXECUTABLES
 from nemo_rl.environments.interfaces import EnvironmentInterface, EnvironmentReturn
 from nemo_rl.environments.utils import ENV_REGISTRY, register_env
 
-from nemo_act.engines.nemo_rl.reward_env import ActionRewardEnv, SelectionRewardEnv
+from nemo_act.engines.nemo_rl.reward_env import ActionRewardEnv, ScoredRewardEnv, SelectionRewardEnv
 
 
 class _RewardEnvironment(EnvironmentInterface):
@@ -60,15 +60,33 @@ class ACTActionEnvironment(_RewardEnvironment):
     core = ActionRewardEnv
 
 
-# Environment name (the datums' ``task_name``) -> actor class path.
+@ray.remote(max_restarts=-1, max_task_retries=-1)  # pragma: no cover - runs inside a Ray actor
+class ACTRewardEnvironment(_RewardEnvironment):
+    """A reward registered by an extension (its config names it: ``reward``, and the ``extensions`` to import)."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self._core = ScoredRewardEnv(
+            cfg["reward"],
+            cfg["values"],
+            cfg["use_admissible"],
+            cfg.get("log_path"),
+            cfg.get("first_step", 0),
+            cfg.get("stage", ""),
+            cfg.get("zero_variance_steps", 0),
+            cfg.get("extensions", ()),
+        )
+
+
+# Environment name (the datums' ``task_name``) -> actor class path, for the rewards nemo-act ships.
 ENVIRONMENTS = {
     "act_selection": f"{__name__}.ACTSelectionEnvironment",
     "act_action": f"{__name__}.ACTActionEnvironment",
 }
+GENERIC = f"{__name__}.ACTRewardEnvironment"
 
 
 def register() -> None:
-    """Register both environments and our data processor with NeMo-RL (idempotent).
+    """Register our reward environments and data processor with NeMo-RL (idempotent).
 
     ``tools/convert/autoregister/sitecustomize.py`` calls this in every Python that imports NeMo-RL's
     env registry while our folders are on ``PYTHONPATH``, so NeMo-RL's own ``examples/run_grpo.py``
@@ -77,8 +95,12 @@ def register() -> None:
     from nemo_rl.data.processors import PROCESSOR_REGISTRY
 
     from nemo_act.engines.nemo_rl.processors import PROCESSOR, nemo_act_processor
+    from nemo_act.stage_kinds import REWARD_KINDS
 
-    for name, fqn in ENVIRONMENTS.items():
+    # the shipped rewards, and every reward registered in this process (the driver has loaded the config, so its
+    # extensions' rewards are there): each under its environment name, a registered one on the generic actor
+    every = ENVIRONMENTS | {r.environment: GENERIC for r in REWARD_KINDS.values() if r.environment not in ENVIRONMENTS}
+    for name, fqn in every.items():
         ACTOR_ENVIRONMENT_REGISTRY.setdefault(fqn, PY_EXECUTABLES.SYSTEM)
         if name not in ENV_REGISTRY:
             register_env(name, fqn)

@@ -20,15 +20,15 @@ import torch
 
 from nemo_act.prompts.render import apply_chat_template
 from nemo_act.rewards import ACTION_CLOSE
-from nemo_act.stage_kinds import stage_kind
+from nemo_act.stage_kinds import REWARD_KINDS, reward_kind, stage_kind
 
 STOP_STRINGS = [ACTION_CLOSE]
 # Row keys that are prompt/targets or routing, not reward inputs.
 _TEXT_KEYS = frozenset({"prompt", "completion", "chosen", "rejected", "task_name", "enable_thinking"})
 # Our processor's name in NeMo-RL's PROCESSOR_REGISTRY (``data.train.processor`` of a stage's config).
 PROCESSOR = "nemo_act"
-# Reward environment (GRPO task_name) of a stage kind's reward; SFT and DPO rows are routed by these names too.
-REWARD_TASK = {"selection": "act_selection", "action": "act_action"}
+# SFT and DPO rows are routed by these names; a GRPO stage's rows by its reward's environment
+# (:attr:`~nemo_act.stage_kinds.RewardKind.environment`: act_selection, act_action, or a registered reward's).
 SFT_TASK, DPO_TASK = "act_sft", "act_dpo"
 
 
@@ -36,8 +36,13 @@ def task_name(kind: str) -> str:
     """The NeMo-RL ``task_name`` of a stage kind's rows (its reward env for GRPO stages)."""
     spec = stage_kind(kind)
     if spec.reward is not None:
-        return REWARD_TASK[spec.reward]
+        return reward_kind(spec.reward).environment
     return DPO_TASK if spec.algorithm == "dpo" else SFT_TASK
+
+
+def reward_tasks() -> set[str]:
+    """The task names of GRPO rows: every registered reward's environment."""
+    return {r.environment for r in REWARD_KINDS.values()}
 
 
 def _ids(tokenizer: Any, text: str) -> torch.Tensor:
@@ -144,8 +149,8 @@ def nemo_act_processor(
     thinking = datum_dict.get("enable_thinking")
     if name == SFT_TASK:
         return sft_datum(datum_dict, idx, tokenizer, max_seq_length, thinking)
-    if name in REWARD_TASK.values():
+    if name in reward_tasks():
         return grpo_datum(datum_dict, idx, tokenizer, name, max_seq_length, thinking)
     raise ValueError(
-        f"row {idx}: task_name '{name}' is not a GRPO or SFT stage's ({sorted({*REWARD_TASK.values(), SFT_TASK})})"
+        f"row {idx}: task_name '{name}' is not a GRPO or SFT stage's ({sorted({*reward_tasks(), SFT_TASK})})"
     )

@@ -38,8 +38,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig, NeMoRLSettings
-from nemo_act.engines.nemo_rl.processors import PROCESSOR, REWARD_TASK, STOP_STRINGS
-from nemo_act.stage_kinds import stage_config, stage_kind
+from nemo_act.engines.nemo_rl.processors import PROCESSOR, STOP_STRINGS, task_name
+from nemo_act.stage_kinds import reward_values, stage_config, stage_kind
 
 ROWS = "rows.jsonl"  # the stage's tagged rows in its folder (processors.tag_rows), what NeMo-RL's loader reads
 DATASET = "nemo_act.engines.nemo_rl.datasets.StageRowsDataset"  # data.train.dataset_name (a dotted path)
@@ -237,9 +237,8 @@ def _data(kind: str, out: Path) -> dict[str, Any]:
     train: dict[str, Any] = {"dataset_name": DATASET, "data_path": str(out / ROWS)}
     if stage_kind(kind).algorithm != "dpo":  # DPO rows go through NeMo-RL's own preference_preprocessor
         train["processor"] = PROCESSOR
-    reward = stage_kind(kind).reward
-    if reward is not None:
-        train["env_name"] = REWARD_TASK[reward]
+    if stage_kind(kind).reward is not None:
+        train["env_name"] = task_name(kind)
     # No ``default`` key (master_config drops the base's too): NeMo-RL's ``setup_preference_data`` merges
     # ``data.default`` whenever the key exists, None included (``nemo_rl/data/utils.py:314-315``: DPO stages
     # crashed on ``default: None``), and a base's defaults (GRPO's math prompt file) are not ours.
@@ -272,8 +271,7 @@ def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -
         },
         **({"vllm_kwargs": dict(n.vllm_kwargs)} if n.vllm_kwargs else {}),
     }
-    reward = stage_kind(kind).reward
-    values = cfg.rewards.selection if reward == "selection" else cfg.rewards.action
+    reward = str(stage_kind(kind).reward)
     return {
         "grpo": {
             "num_prompts_per_step": prompts_per_step(kind, cfg),
@@ -293,8 +291,10 @@ def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -
         },
         "policy": policy,
         "env": {
-            REWARD_TASK[reward]: {
-                "values": values.model_dump(),
+            task_name(kind): {
+                "reward": reward,  # which score (the generic actor of a registered reward imports the extensions)
+                "extensions": list(cfg.extensions),
+                "values": reward_values(reward, cfg).model_dump(),
                 "use_admissible": cfg.benchmark.admissible_reward,
                 "log_path": str(out / REWARD_LOG),
                 "stage": out.name,

@@ -30,7 +30,7 @@ import torch
 
 from nemo_act.config.schema import RewardValues, SelectionRewardConfig
 from nemo_act.reward_signal import NoSignalWatch, zero_std_share
-from nemo_act.rewards import ParseStatus, RewardParts, action_reward, selection_reward
+from nemo_act.rewards import ParseStatus, RewardParts
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,57 @@ class _Logged:
             fh.write(line + "\n")
 
 
-class SelectionRewardEnv(_Logged):
+class ScoredRewardEnv(_Logged):
+    """A registered reward (:data:`~nemo_act.stage_kinds.REWARD_KINDS`) as a batched environment.
+
+    Each sample's metadata is its row's fields (the datum's ``extra_env_info``), which the reward's score reads,
+    as the local engine's reward functions do from TRL's columns: both engines score the same fields.
+
+    Args:
+        reward: The reward's name.
+        values: Its values block (``rewards.selection``, ``rewards.action``), a model or a plain dict.
+        use_admissible: ``benchmark.admissible_reward`` (False for WebShop).
+        log_path: JSONL file that gets one summary line per ``step`` (None: no log).
+        first_step: Step the stage resumes after (0 for a fresh stage).
+        stage: The stage's name, for the no-signal warning.
+        zero_variance_steps: ``train.<block>.zero_variance_steps`` (0: no warning; a resumed stage never warns).
+        extensions: The config's ``extensions``, imported first (a Ray actor is a fresh process: a reward of yours
+            is registered there by importing its module).
+    """
+
+    def __init__(
+        self,
+        reward: str,
+        values: Any,
+        use_admissible: bool,
+        log_path: str | Path | None = None,
+        first_step: int = 0,
+        stage: str = "",
+        zero_variance_steps: int = 0,
+        extensions: Sequence[str] = (),
+    ) -> None:
+        from nemo_act.config.schema import values_model
+        from nemo_act.stage_kinds import import_extensions, load, reward_kind
+
+        super().__init__(log_path, first_step, stage, zero_variance_steps)
+        import_extensions(extensions, f"reward environment {reward}")
+        spec = reward_kind(reward)
+        self.selection = spec.selection
+        self.score = load(spec.score)
+        self.values = values_model(spec.values).model_validate(values)
+        self.use_admissible = use_admissible
+
+    def step(self, message_log_batch: list[list[dict[str, Any]]], metadata: list[dict[str, Any]]) -> EnvStep:
+        """Score a batch of responses; ``metadata[i]`` holds the fields of response i's row."""
+        parts = [
+            self.score(_last_answer(log), meta, self.values, self.use_admissible)
+            for log, meta in zip(message_log_batch, metadata, strict=True)
+        ]
+        self._log(parts, metadata)
+        return _step(parts)
+
+
+class SelectionRewardEnv(ScoredRewardEnv):
     """ACT stage: score which candidate the response names (only its final ``<action>``).
 
     Args:
@@ -141,8 +191,6 @@ class SelectionRewardEnv(_Logged):
         zero_variance_steps: ``train.<stage>.zero_variance_steps`` (0: no warning; a resumed stage never warns).
     """
 
-    selection = True
-
     def __init__(
         self,
         values: SelectionRewardConfig | dict,
@@ -152,29 +200,10 @@ class SelectionRewardEnv(_Logged):
         stage: str = "",
         zero_variance_steps: int = 0,
     ) -> None:
-        super().__init__(log_path, first_step, stage, zero_variance_steps)
-        self.values = SelectionRewardConfig.model_validate(values)
-        self.use_admissible = use_admissible
-
-    def step(self, message_log_batch: list[list[dict[str, Any]]], metadata: list[dict[str, Any]]) -> EnvStep:
-        """Score a batch of responses; ``metadata[i]`` has candidates, expert_index, candidates_admissible."""
-        parts = [
-            selection_reward(
-                _last_answer(log),
-                meta["candidates"],
-                meta["expert_index"],
-                meta["candidates_admissible"],
-                self.values,
-                self.use_admissible,
-                meta.get("admissible_actions", ()),
-            )
-            for log, meta in zip(message_log_batch, metadata, strict=True)
-        ]
-        self._log(parts, metadata)
-        return _step(parts)
+        super().__init__("selection", values, use_admissible, log_path, first_step, stage, zero_variance_steps)
 
 
-class ActionRewardEnv(_Logged):
+class ActionRewardEnv(ScoredRewardEnv):
     """RL stage: score a directly generated action against the expert's.
 
     Args:
@@ -195,20 +224,7 @@ class ActionRewardEnv(_Logged):
         stage: str = "",
         zero_variance_steps: int = 0,
     ) -> None:
-        super().__init__(log_path, first_step, stage, zero_variance_steps)
-        self.values = RewardValues.model_validate(values)
-        self.use_admissible = use_admissible
-
-    def step(self, message_log_batch: list[list[dict[str, Any]]], metadata: list[dict[str, Any]]) -> EnvStep:
-        """Score a batch of responses; ``metadata[i]`` has expert_action and admissible_actions."""
-        parts = [
-            action_reward(
-                _last_answer(log), meta["expert_action"], meta["admissible_actions"], self.values, self.use_admissible
-            )
-            for log, meta in zip(message_log_batch, metadata, strict=True)
-        ]
-        self._log(parts, metadata)
-        return _step(parts)
+        super().__init__("action", values, use_admissible, log_path, first_step, stage, zero_variance_steps)
 
 
 def resume_reward_log(log_path: str | Path, step: int) -> None:
