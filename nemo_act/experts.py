@@ -103,6 +103,7 @@ def collect_experts(
         "split": split,
         "tasks": list(tasks) if tasks else None,
         "max_variations": max_variations,
+        **({"max_tasks": cfg.max_tasks} if cfg.max_tasks is not None else {}),  # absent: files made without it match
     }
     finished = reusable(out, "experts", params)
     if finished is not None:

@@ -102,7 +102,12 @@ def eval_fingerprint(checkpoint: str, cfg: ExperimentConfig) -> str:
     return _hash(
         {
             "checkpoint": checkpoint_fingerprint(checkpoint),
-            "episodes": {"split": ev.split, "tasks": ev.tasks, "max_variations": ev.max_variations},
+            "episodes": {
+                "split": ev.split,
+                "tasks": ev.tasks,
+                "max_variations": ev.max_variations,
+                **({"max_tasks": cfg.max_tasks} if cfg.max_tasks is not None else {}),
+            },
             "eval": cfg.eval.model_dump(),
             "prompt": cfg.prompt.model_dump(),
             "benchmark": cfg.benchmark.model_dump(),

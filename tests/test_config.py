@@ -190,3 +190,18 @@ def test_a_registered_stage_kind_s_own_train_block_is_checked_against_its_algori
         load_config(overrides=over)
     with pytest.raises(ConfigError, match=r"field 'extensions': cannot import 'no_such_ext_module'"):
         load_config(overrides=["extensions=[no_such_ext_module]"])
+
+
+def test_max_tasks_keeps_the_first_tasks_of_every_episode_list(monkeypatch):
+    """train=smoke bounds every episode list to its first task (ScienceWorld has 30): the adapter's order is kept."""
+    from types import SimpleNamespace
+
+    from nemo_act.evaluation import rollout
+
+    listed = [("b", 0), ("b", 1), ("a", 0), ("c", 0), ("a", 1)]
+    monkeypatch.setattr(rollout, "adapter_of", lambda bench: SimpleNamespace(episodes=lambda *args: list(listed)))
+    smoke = load_config(overrides=["train=smoke"])
+    assert smoke.max_tasks == 1 and rollout.list_episodes(smoke, "train") == [("b", 0), ("b", 1)]
+    two = load_config(overrides=["max_tasks=2"])
+    assert rollout.list_episodes(two, "train") == [("b", 0), ("b", 1), ("a", 0), ("a", 1)]
+    assert rollout.list_episodes(load_config(), "train") == listed  # null: all

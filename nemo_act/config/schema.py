@@ -507,6 +507,11 @@ class ExperimentConfig(_Strict):
 
     seed: int
     run_dir: str
+    max_tasks: int | None = Field(
+        gt=0,
+        description="Only the first N tasks of every episode list (experts, held-out, evaluation), in the adapter's "
+        "order: a bound for smoke runs (train=smoke); None = all.",
+    )
     extensions: list[str] = Field(
         description="Python modules imported before the rest is checked: each registers stage or data kinds "
         "of yours (nemo_act.stage_kinds.register); docs/extending.md."
@@ -536,8 +541,8 @@ class ExperimentConfig(_Strict):
         """Import ``extensions`` before ``pipeline.stages`` and ``train`` are checked against the registry."""
         from nemo_act.stage_kinds import import_extensions
 
-        if isinstance(value, dict) and "extensions" not in value and "pipeline" in value:
-            value = {**value, "extensions": []}  # a run's config.yaml written before 2026-12: none then
+        if isinstance(value, dict) and "pipeline" in value:  # a run's config.yaml written before 2026-12 lacks both
+            value = {"extensions": [], "max_tasks": None, **value}
         if isinstance(value, dict) and isinstance(value.get("extensions"), list):
             import_extensions(value["extensions"], "the config")
         return value

@@ -404,8 +404,15 @@ def summary_line(result: dict[str, Any]) -> str:
 def list_episodes(
     cfg: ExperimentConfig, split: str, tasks: Sequence[str] | None = None, max_variations: int | None = None
 ) -> list[tuple[str, int]]:
-    """The (task, variation) episodes of a benchmark split, in protocol order (the adapter's ``episodes``)."""
-    return adapter_of(cfg.benchmark).episodes(cfg.benchmark, split, tasks, max_variations)
+    """The (task, variation) episodes of a benchmark split, in protocol order (the adapter's ``episodes``).
+
+    With ``max_tasks`` set (a smoke run), only the episodes of the first that many tasks.
+    """
+    episodes = adapter_of(cfg.benchmark).episodes(cfg.benchmark, split, tasks, max_variations)
+    if cfg.max_tasks is None:
+        return episodes
+    first = list(dict.fromkeys(t for t, _ in episodes))[: cfg.max_tasks]
+    return [(t, v) for t, v in episodes if t in first]
 
 
 def load_gold(path: str | Path) -> dict[str, Trajectory]:
