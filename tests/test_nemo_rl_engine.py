@@ -319,3 +319,74 @@ def test_driver_runs_a_grpo_stage_with_the_gpu_part_standing_in(
     (line,) = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert line["step"] == 1 and line["loss"] == 0.5 and line["train/loss"] == 0.5
     assert line["rewards/selection_accuracy/mean"] == 1.0 and line["rewards/named_neither/mean"] == 0.0
+
+
+EXTENSION = '''
+from nemo_act.rewards import RewardParts, parse_action
+from nemo_act.stage_kinds import RewardKind, StageKind, register
+
+
+def score_east(response, row, values, use_admissible):
+    """The expert's action earns correct; any other 'go ...' the admissible value."""
+    parsed = parse_action(response)
+    if not parsed.well_formed or parsed.action is None:
+        return RewardParts(0.0, 0.0, values.malformed, parsed.action, parsed.status)
+    if parsed.action == row["expert_action"]:
+        return RewardParts(values.correct, 0.0, 0.0, parsed.action, parsed.status)
+    return RewardParts(0.0, values.admissible if parsed.action.startswith("go ") else 0.0, 0.0, parsed.action,
+                       parsed.status)
+
+
+register(RewardKind(name="east", score="twin_reward_ext:score_east", values="rewards.action"))
+register(StageKind(name="rl_east", algorithm="grpo", data="experts", rows="nemo_act.stage_data:rl_rows",
+                   prompt="generation", reward="east", train="rl"))
+'''
+
+DRIVER = """
+import json, sys
+import ray
+import torch
+from nemo_rl.distributed.batched_data_dict import BatchedDataDict
+from nemo_rl.environments.utils import create_env
+from nemo_rl.experience.rollouts import calculate_rewards
+from nemo_act.config import load_config
+from nemo_act.engines.nemo_rl import recipe
+from nemo_act.engines.nemo_rl.environments import register
+
+cfg = load_config(overrides=["extensions=[twin_reward_ext]", "pipeline.stages=[rl_east]", "engine=nemo_rl",
+                             "generation=vllm", "train=cluster"])
+m = recipe.master_config("rl_east", cfg, {}, init="/ckpt", out=sys.argv[1], n_rows=1000)
+name = m["data"]["train"]["env_name"]
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+register()  # in the driver, after the config (and so the extension) is loaded: as the driver does
+env = create_env(name, m["env"][name])
+answers = ["<action>go east</action>", "<action>go west</action>", "<action>look</action>", "oops"]
+row = {"expert_action": "go east", "admissible_actions": ["go east", "go west", "look"]}
+batch = BatchedDataDict({
+    "message_log": [[{"role": "assistant", "content": a, "token_ids": torch.tensor([1])}] for a in answers],
+    "extra_env_info": [row] * 4, "task_name": [name] * 4,
+})
+out = calculate_rewards(batch, {name: env})
+print(json.dumps({"name": name, "actor": str(env), "rewards": out.rewards.tolist()}))
+ray.shutdown()
+"""
+
+
+def test_a_reward_registered_by_an_extension_runs_as_nemo_rl_s_environment(tmp_path):
+    """A reward of the user's (an ``extensions`` module outside nemo-act) through NeMo-RL's own create_env and
+    rollout scoring: the recipe names its environment, our driver-side register() puts it in NeMo-RL's registry
+    on the generic actor, and the actor (a fresh Ray worker process) imports the extension itself. Run in a child
+    process so the Ray workers inherit the extension's folder on PYTHONPATH, as the Slurm job's do."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "twin_reward_ext.py").write_text(EXTENSION)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    res = subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path / "stage")], env=env, capture_output=True,
+                         text=True, timeout=600)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.splitlines()[-1])
+    assert got["name"] == "reward_east" and "ACTRewardEnvironment" in got["actor"]
+    expected = [[1.0, 0.0, 0.0], [0.0, 0.1, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, -0.5]]  # expert, go west, look, malformed
+    assert got["rewards"] == [pytest.approx(r) for r in expected]
