@@ -19,22 +19,28 @@ from nemo_rl.distributed.virtual_cluster import PY_EXECUTABLES
 from nemo_rl.environments.interfaces import EnvironmentInterface, EnvironmentReturn
 from nemo_rl.environments.utils import ENV_REGISTRY, register_env
 
-from nemo_act.engines.nemo_rl.reward_env import ActionRewardEnv, ScoredRewardEnv, SelectionRewardEnv
+from nemo_act.engines.nemo_rl.reward_env import ScoredRewardEnv
 
 
 class _RewardEnvironment(EnvironmentInterface):
-    """One-turn reward environment over an engine-free core (``core`` is set by each subclass)."""
+    """One-turn reward environment over the engine-free :class:`~.reward_env.ScoredRewardEnv`.
 
-    core: type[SelectionRewardEnv] | type[ActionRewardEnv]
+    ``reward`` names a shipped reward (set by the subclass); None: the config names it (``reward``, a reward an
+    extension registers: the core imports the config's ``extensions`` first).
+    """
+
+    reward: str | None = None
 
     def __init__(self, cfg: dict[str, Any]) -> None:
-        self._core = self.core(
+        self._core = ScoredRewardEnv(
+            self.reward or cfg["reward"],
             cfg["values"],
             cfg["use_admissible"],
             cfg.get("log_path"),
             cfg.get("first_step", 0),
             cfg.get("stage", ""),
             cfg.get("zero_variance_steps", 0),
+            cfg.get("extensions", ()),
         )
 
     def step(self, message_log_batch, metadata) -> EnvironmentReturn:
@@ -50,31 +56,19 @@ class _RewardEnvironment(EnvironmentInterface):
 class ACTSelectionEnvironment(_RewardEnvironment):
     """ACT stage reward: which candidate the response names."""
 
-    core = SelectionRewardEnv
+    reward = "selection"
 
 
 @ray.remote(max_restarts=-1, max_task_retries=-1)  # pragma: no cover - runs inside a Ray actor
 class ACTActionEnvironment(_RewardEnvironment):
     """RL stage reward on directly generated actions."""
 
-    core = ActionRewardEnv
+    reward = "action"
 
 
 @ray.remote(max_restarts=-1, max_task_retries=-1)  # pragma: no cover - runs inside a Ray actor
 class ACTRewardEnvironment(_RewardEnvironment):
     """A reward registered by an extension (its config names it: ``reward``, and the ``extensions`` to import)."""
-
-    def __init__(self, cfg: dict[str, Any]) -> None:
-        self._core = ScoredRewardEnv(
-            cfg["reward"],
-            cfg["values"],
-            cfg["use_admissible"],
-            cfg.get("log_path"),
-            cfg.get("first_step", 0),
-            cfg.get("stage", ""),
-            cfg.get("zero_variance_steps", 0),
-            cfg.get("extensions", ()),
-        )
 
 
 # Environment name (the datums' ``task_name``) -> actor class path, for the rewards nemo-act ships.

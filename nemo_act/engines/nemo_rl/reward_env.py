@@ -28,7 +28,6 @@ from typing import Any, NamedTuple
 
 import torch
 
-from nemo_act.config.schema import RewardValues, SelectionRewardConfig
 from nemo_act.reward_signal import NoSignalWatch, zero_std_share
 from nemo_act.rewards import ParseStatus, RewardParts
 
@@ -179,52 +178,42 @@ class ScoredRewardEnv(_Logged):
         return _step(parts)
 
 
-class SelectionRewardEnv(ScoredRewardEnv):
-    """ACT stage: score which candidate the response names (only its final ``<action>``).
+class _ShippedRewardEnv(ScoredRewardEnv):
+    """A reward nemo-act ships, named by the subclass (``reward``).
 
     Args:
-        values: ``rewards.selection``.
+        values: Its values block (``rewards.selection`` / ``rewards.action``).
         use_admissible: ``benchmark.admissible_reward`` (False for WebShop).
         log_path: JSONL file that gets one summary line per ``step`` (None: no log).
         first_step: Step the stage resumes after (0 for a fresh stage).
         stage: The stage's name, for the no-signal warning.
-        zero_variance_steps: ``train.<stage>.zero_variance_steps`` (0: no warning; a resumed stage never warns).
+        zero_variance_steps: ``train.<block>.zero_variance_steps`` (0: no warning; a resumed stage never warns).
     """
+
+    reward: str
 
     def __init__(
         self,
-        values: SelectionRewardConfig | dict,
+        values: Any,
         use_admissible: bool,
         log_path: str | Path | None = None,
         first_step: int = 0,
         stage: str = "",
         zero_variance_steps: int = 0,
     ) -> None:
-        super().__init__("selection", values, use_admissible, log_path, first_step, stage, zero_variance_steps)
+        super().__init__(self.reward, values, use_admissible, log_path, first_step, stage, zero_variance_steps)
 
 
-class ActionRewardEnv(ScoredRewardEnv):
-    """RL stage: score a directly generated action against the expert's.
+class SelectionRewardEnv(_ShippedRewardEnv):
+    """ACT stage: score which candidate the response names (only its final ``<action>``; ``rewards.selection``)."""
 
-    Args:
-        values: ``rewards.action``.
-        use_admissible: ``benchmark.admissible_reward``.
-        log_path: JSONL file that gets one summary line per ``step`` (None: no log).
-        first_step: Step the stage resumes after (0 for a fresh stage).
-        stage: The stage's name, for the no-signal warning.
-        zero_variance_steps: ``train.<stage>.zero_variance_steps`` (0: no warning; a resumed stage never warns).
-    """
+    reward = "selection"
 
-    def __init__(
-        self,
-        values: RewardValues | dict,
-        use_admissible: bool,
-        log_path: str | Path | None = None,
-        first_step: int = 0,
-        stage: str = "",
-        zero_variance_steps: int = 0,
-    ) -> None:
-        super().__init__("action", values, use_admissible, log_path, first_step, stage, zero_variance_steps)
+
+class ActionRewardEnv(_ShippedRewardEnv):
+    """RL stage: score a directly generated action against the expert's (``rewards.action``)."""
+
+    reward = "action"
 
 
 def resume_reward_log(log_path: str | Path, step: int) -> None:
