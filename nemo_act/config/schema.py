@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, create_model, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    computed_field,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 
 class _Strict(BaseModel):
@@ -164,10 +173,22 @@ class BenchmarkConfigBase(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _derived_keys(cls, value: Any) -> Any:
-        """Drop ``live_experts`` (configs written before 2026-12 carry it; the adapter says it now)."""
+        """Drop ``live_experts`` from what is read (a dump carries it; the adapter says it)."""
         if isinstance(value, dict) and "live_experts" in value:
             value = {k: v for k, v in value.items() if k != "live_experts"}
         return value
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def live_experts(self) -> bool:
+        """Experts are played in the live env (else read from files): derived from the adapter, never configured.
+
+        Kept in the dump so manifests and stage fingerprints made when it was a YAML key still match (finished
+        experts and stages are reused, not remade).
+        """
+        from nemo_act.benchmarks.base import plays_experts
+
+        return plays_experts(self)
 
 
 class PairsConfig(_Strict):
