@@ -488,7 +488,7 @@ class PipelineRunner:
         if not stages:  # a prompting baseline: nothing to build or train; the initial policy is evaluated
             return self._evaluate([])
         experts = self.experts("experts")
-        if any(built_data(k) for k in data_steps(stages)):
+        if any((spec := built_data(k)) is not None and spec.env for k in data_steps(stages)):
             # a reflection baseline branches in the env: fail before any pair is sampled, not after
             from nemo_act.branching import require_episodes
 

@@ -43,6 +43,9 @@ class DataKind:
             ``stage`` builder also takes ``critic=`` (the frozen initial policy).
         summary: What ``nemo-act reflection`` prints after building it: a format string over the summary's
             counts, ``{out}`` (the audit file) and ``{dropped}`` (its reasons, joined).
+        env: Whether the builder plays the benchmark's env from the expert states (branching, roll-ons): the runner
+            then checks the experts have env episodes before anything is built (the reflection baselines do;
+            a kind built from the trajectories alone does not).
     """
 
     name: str
@@ -52,6 +55,7 @@ class DataKind:
     config: str | None = None
     policy: Literal["init", "stage"] = "init"
     summary: str = "{kept} kept -> {out}\ndropped: {dropped}"
+    env: bool = True
 
 
 DATA_KINDS: dict[str, DataKind] = {

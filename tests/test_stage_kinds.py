@@ -117,3 +117,92 @@ def test_a_kill_between_training_and_cleanup_never_retrains_the_stage(tmp_path, 
     )
     assert trained == ["il"]  # skipped on the rerun, not retrained
     assert not (Path(out) / "checkpoints").exists()  # the leftover went then
+
+
+ECHO_EXTENSION = """
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from nemo_act.data.io import read_all, write_jsonl
+from nemo_act.data.manifest import Summary, write_manifest
+from nemo_act.data.records import Trajectory
+from nemo_act.prompts.render import as_messages, generation_prompt
+from nemo_act.prompts.state import trajectory_state
+from nemo_act.stage_kinds import DataKind, StageKind, register
+
+
+class Echo(BaseModel):
+    trajectory_id: str
+    index: int
+    action: str
+
+
+def build_echo(cfg, experts, generator, folder, workers):
+    trajs = read_all(experts, Trajectory, "expert trajectories")
+    records = [Echo(trajectory_id=t.trajectory_id, index=i, action=s.action.upper())
+               for t in trajs for i, s in enumerate(t.steps)]
+    out = Path(folder) / "echo.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out, records)
+    counts = {"kept": len(records), "states": len(records), "dropped": {}}
+    write_manifest(out, "echo", {}, counts, inputs={"experts": experts})
+    return Summary(counts=counts, out=out)
+
+
+def echo_rows(records, trajectories, cfg):
+    by_id = {t.trajectory_id: t for t in trajectories}
+    rows = []
+    for r in records:
+        t = by_id[r.trajectory_id]
+        state = trajectory_state(t, r.index, cfg.prompt.history_k, cfg.benchmark.max_admissible_shown)
+        rows.append({"prompt": as_messages(generation_prompt(state, t.benchmark, cfg.prompt)),
+                     "completion": [{"role": "assistant", "content": f"<action>{r.action}</action>"}]})
+    return rows
+
+
+register(DataKind("echo", "echo_ext:build_echo", "echo.jsonl", "echo_ext:Echo", None, env=False,
+                  summary="{kept} of {states} echoed -> {out}"))
+register(StageKind("sft_echo", "sft", "echo", "echo_ext:echo_rows", "generation", None, "il"))
+"""
+
+
+@pytest.mark.heavy
+def test_a_data_kind_and_its_stage_registered_from_outside_run_in_the_pipeline_and_the_cli(
+    tiny_model_dir, sw_experts, tmp_path, monkeypatch
+):
+    """A data kind of the user's (builder, record type, audit file; built from the trajectories alone, so no env
+    episodes are required) and a stage kind consuming it, both from an ``extensions`` module outside nemo-act: the
+    runner builds the data, trains the stage on the rows the user's builder makes, and ``nemo-act reflection``
+    builds it by name with the kind's own summary line."""
+    import os
+    import subprocess
+    import sys
+
+    from nemo_act import stage_kinds
+    from nemo_act.config import load_config
+    from nemo_act.pipeline import PipelineRunner
+
+    (tmp_path / "echo_ext.py").write_text(ECHO_EXTENSION)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for table, name in ((stage_kinds.STAGE_KINDS, "sft_echo"), (stage_kinds.DATA_KINDS, "echo")):
+        monkeypatch.setitem(table, name, None)  # undone last: the entry the test registers is removed after it
+        monkeypatch.delitem(table, name)
+    monkeypatch.delitem(sys.modules, "echo_ext", raising=False)
+    cfg = load_config(overrides=[
+        "extensions=[echo_ext]", "pipeline.stages=[sft_echo]", f"pipeline.init={tiny_model_dir}",
+        f"pipeline.experts.path={sw_experts}", "pipeline.eval.stages=none", "train=smoke",
+        f"run_dir={tmp_path / 'run'}",
+    ])  # fmt: skip
+    log = PipelineRunner(cfg).run()
+    assert [s["stage"] for s in log["stages"]] == ["01_sft_echo"] and log["stages"][0]["status"] == "trained"
+    audit = tmp_path / "run" / "data" / "echo" / "echo.jsonl"
+    assert audit.is_file() and all(r.isupper() for r in (json.loads(x)["action"] for x in audit.open()))
+    cli = subprocess.run(
+        [sys.executable, "-m", "nemo_act.cli", "reflection", "echo", "--experts", str(sw_experts), "--policy", "random",
+         "--out", str(tmp_path / "cli"), "extensions=[echo_ext]"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path), "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    n = sum(1 for _ in (tmp_path / "cli" / "echo.jsonl").open())
+    assert f"{n} of {n} echoed -> " in cli.stdout
