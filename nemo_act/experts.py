@@ -94,7 +94,7 @@ def collect_experts(
     bench = cfg.benchmark
     out = Path(out)
     module = adapter_of(bench)
-    if not hasattr(module, "play_expert"):
+    if not bench.live_experts:  # the one rule (benchmarks.base.plays_experts), also what preflight reads
         return _experts_from_files(bench, split, out)
     max_variations = getattr(bench, "max_variations", None) if max_variations is None else max_variations
     params = {
