@@ -166,6 +166,21 @@ def run(args: argparse.Namespace) -> Path:
     return out
 
 
+def flush_tensorboard(logger: Any) -> None:
+    """Write out what NeMo-RL's TensorBoard writers still hold, before the driver reads the event files.
+
+    NeMo-RL's ``TensorboardLogger`` opens a ``SummaryWriter`` with its default 120 s flush interval and no
+    train loop flushes or closes it (nemo_rl/utils/logger.py:125-129, ``Logger`` has no close), so the last
+    steps of a stage may still sit in the writer's queue when ``*_train`` returns: a CI run read an empty
+    ``metrics.jsonl`` from a 2-step SFT stage.
+    """
+    from nemo_rl.utils.logger import TensorboardLogger
+
+    for backend in logger.loggers:
+        if isinstance(backend, TensorboardLogger):
+            backend.writer.flush()
+
+
 def _renew_deadline(config: Any, margin_s: int) -> None:
     """Count the job's save deadline from now, when training starts.
 
@@ -192,6 +207,7 @@ def _grpo(master: dict[str, Any], tokenizer, margin_s: int) -> None:
         policy, generation, loader, val_loader, tokenizer, loss_fn, task_to_env, val_task_to_env, logger, ckpt, state,
         config,
     )  # fmt: skip
+    flush_tensorboard(logger)
 
 
 def _sft(master: dict[str, Any], tokenizer, margin_s: int) -> None:
@@ -213,6 +229,7 @@ def _sft(master: dict[str, Any], tokenizer, margin_s: int) -> None:
     )
     _renew_deadline(config, margin_s)
     sft_train(policy, loader, val_loader, tokenizer, loss_fn, config, logger, ckpt, state)
+    flush_tensorboard(logger)
 
 
 def _dpo(master: dict[str, Any], tokenizer, margin_s: int) -> None:
@@ -227,6 +244,7 @@ def _dpo(master: dict[str, Any], tokenizer, margin_s: int) -> None:
     )
     _renew_deadline(config, margin_s)
     dpo_train(policy, loader, val_loaders, tokenizer, loss_fn, config, logger, ckpt, state)
+    flush_tensorboard(logger)
 
 
 def parser() -> argparse.ArgumentParser:
