@@ -170,3 +170,61 @@ def test_branched_starts_play_on_from_their_first_action_and_a_lost_one_is_recor
     assert "Action: look" in a.steps[1]["prompt"] and "Action: wait" in a.steps[1]["prompt"]
     assert len(b.steps) == 1 and b.max_score == 50  # budget 2 from the start: the prefix and the branch
     assert lost.failed == "diverged: the record says otherwise" and lost.steps == []
+
+
+def test_two_lanes_step_envs_while_the_policy_answers_and_write_what_one_lane_writes(tmp_path):
+    """``env.lanes=2``: one lane's env steps run while the other lane's generate call is in flight (the call
+    intervals overlap, which never happens with one lane), and the episodes file is the one-lane file byte for
+    byte (the random policy seeds each request from its key, as vLLM does)."""
+    import threading
+    from functools import partial
+
+    class SlowRandom(RandomGenerator):
+        """The random policy taking 0.2 s per call (a GPU call), its call intervals recorded."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls, self._lock = [], threading.Lock()
+
+        def generate(self, requests, n, sampling, seed):
+            t0 = time.monotonic()
+            time.sleep(0.2)
+            out = super().generate(requests, n, sampling, seed)
+            with self._lock:
+                self.calls.append((t0, time.monotonic()))
+            return out
+
+    class TimedPool(EnvPool):
+        """The process pool, its step calls' intervals recorded."""
+
+        steps: list
+
+        def run(self, calls):
+            t0 = time.monotonic()
+            out = super().run(calls)
+            if any(method == "step" for method, _ in calls.values()):
+                self.steps.append((t0, time.monotonic()))
+            return out
+
+    class Given:
+        def __init__(self, pool):
+            self.pool = pool
+
+        def get(self):
+            return self.pool
+
+    starts = [Start(f"x/{t}/0", t, 0, ("reset", (t, 0))) for t in "abcdef"]
+    files, overlapped = {}, {}
+    for lanes in (1, 2):
+        cfg = load_config(overrides=[f"env.lanes={lanes}"])
+        policy = SlowRandom()
+        with TimedPool(partial(SleepyEnv), 2, 2) as pool:
+            pool.steps = []
+            out = tmp_path / f"lanes{lanes}.jsonl"
+            records = play_starts(policy, cfg, starts, out, None, 0, cfg.eval.sampling, workers=2, envs_per_worker=2,
+                                  progress=False, env_pool=Given(pool))  # fmt: skip
+        assert [r.episode_id for r in records] == [s.key for s in starts] and all(r.success for r in records)
+        files[lanes] = out.read_text()
+        overlapped[lanes] = any(g0 < s0 and s1 < g1 for g0, g1 in policy.calls for s0, s1 in pool.steps)
+    assert files[2] == files[1]
+    assert overlapped == {1: False, 2: True}

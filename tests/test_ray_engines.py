@@ -172,3 +172,27 @@ def test_a_backend_seeded_per_request_spreads_even_a_small_call_over_every_engin
         assert pool.generate([], 1, sampling, 0) == []
     finally:
         pool.close()
+
+
+def test_evaluation_on_three_engines_in_two_lanes_plays_what_one_engine_plays(local_ray, sw_fast_tasks, tmp_path):
+    """ScienceWorld episodes (real JVM envs) with the policy on 3 engines that seed each request (the random policy
+    standing for vLLM, as above): ``env.lanes: auto`` gives 2 lanes, every engine answers, and the episodes and
+    summary files equal the one-engine, one-lane run's byte for byte."""
+    from nemo_act.evaluation.rollout import evaluate_policy, lanes_for
+    from nemo_act.generation import RandomGenerator
+    from nemo_act.generation.ray_pool import EnginePool
+
+    cfg = load_config(overrides=["benchmark.max_steps=3"])
+    pool = EnginePool(RandomGenerator, ENGINES, 1024, {"CPU": 1}, 2, split="even")
+    try:
+        assert (lanes_for(cfg.env.lanes, pool), lanes_for(cfg.env.lanes, RandomGenerator())) == (2, 1)
+        runs = {}
+        for name, policy in (("one", RandomGenerator()), ("three", pool)):
+            out = tmp_path / name
+            evaluate_policy(policy, cfg, "test", out, tasks=sw_fast_tasks, max_variations=2, seeds=[0, 1], workers=2,
+                            envs_per_worker=2, progress=False)  # fmt: skip
+            runs[name] = {p.relative_to(out): p.read_text() for p in sorted(out.rglob("seed_*/*.json*"))}
+        assert all(n > 0 for n in pool.stats()["items"]), pool.stats()
+    finally:
+        pool.close()
+    assert len(runs["one"]) == 4 and runs["three"] == runs["one"]

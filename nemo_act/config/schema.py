@@ -7,7 +7,7 @@ one. A key that is missing, unknown or of the wrong type is an error (see ``nemo
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -306,6 +306,12 @@ class EnvRuntimeConfig(_Strict):
     )
     max_restarts: int = Field(
         ge=0, description="Times an episode is replayed on a new worker before it is recorded as failed."
+    )
+    lanes: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+        description="Episode lanes of an env-bound step (evaluation, SAND roll-ons, Agent-R rollouts): the live "
+        "episodes split into lanes that take turns, one lane's env steps running while the others' generate calls "
+        "are in flight. 1: one call per step for every live episode, env steps between calls; auto: 2 when the "
+        "policy runs on several engines that seed each request (vLLM), else 1 (nemo_act/evaluation/rollout.py)."
     )
 
 

@@ -256,9 +256,17 @@ class ResumableJsonl:
         os.fsync(self._fh.fileno())
         self.records.extend(batch)
 
-    def finish(self) -> Path:
-        """Close and move the partial file to the final path (compressing it for ``.gz``)."""
+    def finish(self, order: Iterable[Any] | None = None) -> Path:
+        """Close and move the partial file to the final path (compressing it for ``.gz``).
+
+        Args:
+            order: Keys of every record: the file is rewritten in this order (records appended as they were
+                done, e.g. by concurrent workers, come out in one order whatever the timing); None: as appended.
+        """
         self._fh.close()
+        if order is not None:
+            records = self.ordered(order)
+            _write_atomic(self.partial, (dumps(r) + "\n" for r in records))
         if self.out.suffix == ".gz":
             with self.partial.open(encoding="utf-8") as src:
                 _write_atomic(self.out, iter(lambda: src.read(1 << 20), ""))

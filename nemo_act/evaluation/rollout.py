@@ -21,11 +21,15 @@ Policies are seeded from the run seed and the request keys (episode, step), so a
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
@@ -101,6 +105,39 @@ def _env_factory(cfg: ExperimentConfig, expert: bool):
     return factory
 
 
+class SharedEnvPool:
+    """Env workers started when first needed and kept for the next episodes (the seeds of an evaluation).
+
+    Args:
+        cfg: Experiment config (``env``: pool kind and call deadline).
+        factory: Builds one env in a worker.
+        workers: Env worker processes.
+        envs_per_worker: Envs per worker.
+    """
+
+    def __init__(self, cfg: ExperimentConfig, factory: Any, workers: int, envs_per_worker: int) -> None:
+        self._args = (cfg.env.pool, factory, workers, envs_per_worker, cfg.env.call_timeout_s)
+        self._pool: EnvPool | None = None
+
+    def get(self) -> EnvPool:
+        """The workers, started at the first call (a JVM per env on ScienceWorld)."""
+        if self._pool is None:
+            self._pool = make_env_pool(*self._args)
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the workers, if they were started."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self) -> SharedEnvPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def episode_id(benchmark: str, task: str, variation: int) -> str:
     """Id of an evaluation episode (same form as the expert trajectory ids)."""
     return f"{benchmark}/{task}/{variation}"
@@ -117,6 +154,7 @@ def run_episodes(
     envs_per_worker: int,
     gold: dict[str, Trajectory] | None = None,
     progress: bool = True,
+    env_pool: SharedEnvPool | None = None,
 ) -> dict[str, Any]:
     """Play episodes with a policy and write ``episodes.jsonl`` and ``summary.json`` in ``out_dir``.
 
@@ -131,6 +169,7 @@ def run_episodes(
         envs_per_worker: Envs per worker (live episodes = workers * envs_per_worker).
         gold: Expert trajectories by episode id (for the gold policy).
         progress: Show a progress bar with the live completion rate.
+        env_pool: Env workers to play on (left running); None: started for these episodes, stopped after.
 
     Returns:
         The summary.
@@ -141,7 +180,7 @@ def run_episodes(
     factory = _env_factory(cfg, expert=generator.name == "gold")
     records = play_starts(
         generator, cfg, starts, out_dir / "episodes.jsonl", factory, seed, sampling, workers, envs_per_worker,
-        gold=gold, progress=progress, desc=f"eval seed {seed}",
+        gold=gold, progress=progress, desc=f"eval seed {seed}", env_pool=env_pool,
     )  # fmt: skip
     summary = summarize(records, seed)
     write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
@@ -161,6 +200,7 @@ def play_starts(
     gold: dict[str, Trajectory] | None = None,
     progress: bool = True,
     desc: str = "episodes",
+    env_pool: SharedEnvPool | None = None,
 ) -> list[EpisodeRecord]:
     """Play episodes from their starts to the end with a policy; append each finished one to ``out`` (resumable).
 
@@ -177,22 +217,51 @@ def play_starts(
         gold: Expert trajectories by episode id (for the gold policy).
         progress: Show a progress bar with the live completion rate.
         desc: The progress bar's label.
+        env_pool: Env workers built by ``factory`` to play on (left running); None: started when there is
+            something to play, stopped after.
 
     Returns:
-        Every episode's record, in the order of ``starts``.
+        Every episode's record, in the order of ``starts`` (also their order in ``out``).
     """
     with ResumableJsonl(out, EpisodeRecord, key="episode_id") as log:
         done_ids = log.done_keys
         queue = [s for s in starts if s.key not in done_ids]
         bar = tqdm(total=len(starts), initial=len(starts) - len(queue), desc=desc, disable=not progress)
-        if queue:
-            with bar, make_env_pool(cfg.env.pool, factory, workers, envs_per_worker, cfg.env.call_timeout_s) as pool:
-                _play(pool, generator, cfg, queue, seed, sampling, gold, log, bar)
-        else:
-            bar.close()
-    records = log.ordered(s.key for s in starts)
-    log.finish()
-    return records
+        with bar, contextlib.ExitStack() as stack:
+            if queue:
+                if env_pool is None:
+                    env_pool = stack.enter_context(SharedEnvPool(cfg, factory, workers, envs_per_worker))
+                _play(env_pool.get(), generator, cfg, queue, seed, sampling, gold, log, bar)
+        keys = [s.key for s in starts]
+        log.finish(order=keys)  # lanes finish episodes in an order that depends on timing: the file does not
+    return log.ordered(keys)
+
+
+@dataclass
+class _Lane:
+    """A share of the env slots with its own episode queue, played in lockstep (one generate call per step)."""
+
+    slots: list[int]
+    queue: list[Start]
+    live: dict[int, _Live] = field(default_factory=dict)
+    free: list[int] = field(default_factory=list)
+    starting: dict[int, Start] = field(default_factory=dict)
+    call: tuple[list[int], list[GenerationRequest]] | None = None  # the slots and requests of its call in flight
+    future: Future | None = None
+
+
+def lanes_for(setting: int | Literal["auto"], generator: Generator) -> int:
+    """How many lanes ``env.lanes`` gives with this policy.
+
+    ``auto``: 2 when the policy is spread over several engines and seeds each request from its own key (vLLM
+    engines in an :class:`~nemo_act.generation.ray_pool.EnginePool` with ``split="even"``), so the lanes'
+    calls keep every engine busy and sample what one call would; 1 otherwise (one engine: splitting a step's
+    batch only adds calls; the HF backend seeds per batch, so lanes would change its samples).
+    """
+    if setting != "auto":
+        return setting
+    engines, split = getattr(generator, "engines", 1), getattr(generator, "split", None)
+    return 2 if engines > 1 and split == "even" else 1
 
 
 def _play(
@@ -208,83 +277,105 @@ def _play(
 ) -> None:
     """Play the queued episodes to the end, appending each finished one to ``log``.
 
+    The env slots and the episodes are dealt to ``env.lanes`` lanes (slot ``s`` and the ``i``-th queued episode
+    to lane ``s % n`` and ``i % n``). Each lane plays its episodes in lockstep: one generate call for all its
+    live episodes, then their env steps (and the starts of its next episodes). While one lane's envs step here,
+    the other lanes' calls run in threads, so env time overlaps generation; with one lane, env steps run
+    between calls. What a lane asks the policy never depends on the other lanes' timing, so a policy seeded
+    per request samples the same whatever the lane count, and any policy samples the same on every rerun.
+
     An episode whose env was lost with a dead or hung worker starts again from its first step (at
     most ``env.max_restarts`` times, then it is recorded as failed); the new worker gets fresh envs.
     """
-    live: dict[int, _Live] = {}
-    free = list(range(min(pool.size, len(queue))))
+    n = max(1, min(lanes_for(cfg.env.lanes, generator), pool.size, len(queue)))
+    lanes = [_Lane(slots=[s for s in range(pool.size) if s % n == i], queue=queue[i::n]) for i in range(n)]
+    for lane in lanes:
+        lane.free = lane.slots[: len(lane.queue)][::-1]  # popped from the end: the lowest slot first
+    lane_of = {s: lane for lane in lanes for s in lane.slots}
     replays: dict[str, list[str]] = {}  # episode -> why it was started again, each time
-    starting: dict[int, Start] = {}
+    policy = _serialized(generator)
 
     def requeue_lost() -> None:
         for s, reason in sorted(pool.pop_lost_slots().items()):
-            if s not in live and s not in starting:
+            lane = lane_of[s]
+            if s not in lane.live and s not in lane.starting:
                 continue  # an idle slot: nothing was lost
-            ep = live.pop(s).start if s in live else starting[s]
+            ep = lane.live.pop(s).start if s in lane.live else lane.starting[s]
             replays.setdefault(ep.key, []).append(reason)
-            free.append(s)
-            n = len(replays[ep.key])
-            if n > cfg.env.max_restarts:
-                log.append([_failed(ep, seed, f"{reason} ({n} times)", replays[ep.key][:-1])])
+            lane.free.append(s)
+            k = len(replays[ep.key])
+            if k > cfg.env.max_restarts:
+                log.append([_failed(ep, seed, f"{reason} ({k} times)", replays[ep.key][:-1])])
                 bar.update(1)
-                bar.write(f"[nemo-act] episode {ep.key} failed: {reason} ({n} times)")
+                bar.write(f"[nemo-act] episode {ep.key} failed: {reason} ({k} times)")
             else:
-                queue.insert(0, ep)
+                lane.queue.insert(0, ep)
                 bar.write(f"[nemo-act] env worker replaced ({reason}); episode {ep.key} starts again")
 
-    def finish(slot: int) -> None:
-        ep = live.pop(slot)
+    def finish(lane: _Lane, slot: int) -> None:
+        ep = lane.live.pop(slot)
         log.append([_record(ep, seed, replays.get(ep.start.key, []))])
-        free.append(slot)
+        lane.free.append(slot)
         bar.update(1)
         bar.set_postfix(success=f"{sum(r.success for r in log.records)}/{len(log.records)}")
 
-    while queue or live:
-        starting = {}
-        while free and queue:
-            slot, ep = free.pop(), queue.pop(0)
-            starting[slot] = ep
-        for slot, view in pool.run({s: ep.call for s, ep in starting.items()}).items():
-            ep = starting[slot]
-            if isinstance(view, str):  # a branch that could not be restored: recorded, not retried
-                log.append([_failed(ep, seed, view)])
-                free.append(slot)
-                bar.update(1)
-                continue
-            steps = [dict(s) for s in ep.first]
-            live[slot] = _Live(start=ep, view=as_observation(view), past=list(ep.past), steps=steps)
-            if ep.first:  # the branched action's own step, completed from what the env showed
-                v = live[slot].view
-                live[slot].steps[-1].update(score=v.score, observation=v.observation)
-                live[slot].max_score = v.score
-                if _ended(live[slot], cfg):
-                    finish(slot)
-        requeue_lost()
-        starting = {}
-        if not live:
-            continue
-        slots = sorted(live)
-        requests = [_request(live[s], cfg, gold) for s in slots]
-        responses = generator.generate(requests, 1, sampling, seed)
+    def start(lane: _Lane) -> None:
+        """Begin the lane's next episodes in its free slots (until one is live or its queue is empty)."""
+        while lane.free and lane.queue:
+            while lane.free and lane.queue:
+                slot, ep = lane.free.pop(), lane.queue.pop(0)
+                lane.starting[slot] = ep
+            for slot, view in pool.run({s: ep.call for s, ep in lane.starting.items()}).items():
+                ep = lane.starting[slot]
+                if isinstance(view, str):  # a branch that could not be restored: recorded, not retried
+                    log.append([_failed(ep, seed, view)])
+                    lane.free.append(slot)
+                    bar.update(1)
+                    continue
+                steps = [dict(s) for s in ep.first]
+                live = lane.live[slot] = _Live(start=ep, view=as_observation(view), past=list(ep.past), steps=steps)
+                if ep.first:  # the branched action's own step, completed from what the env showed
+                    live.steps[-1].update(score=live.view.score, observation=live.view.observation)
+                    live.max_score = live.view.score
+                    if _ended(live, cfg):
+                        finish(lane, slot)
+            requeue_lost()
+            lane.starting = {}
+            if lane.live:
+                return
+
+    def ask(lane: _Lane, executor: ThreadPoolExecutor | None) -> None:
+        """Send the lane's live episodes to the policy (in a thread when there are several lanes)."""
+        slots = sorted(lane.live)
+        requests = [_request(lane.live[s], cfg, gold) for s in slots]
+        lane.call = (slots, requests)
+        if executor is None:
+            lane.future = Future()
+            lane.future.set_result(policy(requests, 1, sampling, seed))
+        else:
+            lane.future = executor.submit(policy, requests, 1, sampling, seed)
+
+    def step(lane: _Lane, responses: list[list[str]]) -> None:
+        """Execute the lane's parsed actions in its envs (slots lost meanwhile are skipped: they start again)."""
+        assert lane.call is not None
         calls = {}
-        for s, req, (text,) in zip(slots, requests, responses, strict=True):
+        for s, req, (text,) in zip(*lane.call, responses, strict=True):
+            if s not in lane.live:
+                continue
             parsed = parse_action(text)
             action = parsed.action or ""
-            live[s].steps.append(
-                {
-                    "prompt": req.messages[-1]["content"],
-                    "output": text,
-                    "action": action,
-                    "well_formed": parsed.well_formed,
-                }
-            )
+            lane.live[s].steps.append(
+                {"prompt": req.messages[-1]["content"], "output": text, "action": action,
+                 "well_formed": parsed.well_formed}
+            )  # fmt: skip
             calls[s] = ("step", (action,))
+        lane.call = lane.future = None
         results = pool.run(calls)
         requeue_lost()
         for s, view in results.items():
-            if s not in live:
+            if s not in lane.live:
                 continue
-            ep = live[s]
+            ep = lane.live[s]
             view = as_observation(view)
             prev = ep.view.score
             ep.past.append((ep.view.observation, ep.steps[-1]["action"]))
@@ -292,7 +383,39 @@ def _play(
             ep.view = view
             ep.max_score = max(ep.max_score, view.score)
             if _ended(ep, cfg):
-                finish(s)
+                finish(lane, s)
+
+    executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="nemo-act-lane") if n > 1 else None
+    try:
+        for lane in lanes:
+            start(lane)
+            if lane.live:
+                ask(lane, executor)
+        while busy := [lane for lane in lanes if lane.future is not None]:
+            wait([lane.future for lane in busy], return_when=FIRST_COMPLETED)
+            for lane in busy:  # in lane order: what a lane does next never depends on which call came back first
+                if not lane.future.done():
+                    continue
+                step(lane, lane.future.result())
+                start(lane)
+                if lane.live:
+                    ask(lane, executor)
+    finally:
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _serialized(generator: Generator):
+    """``generator.generate``, one call at a time unless the generator takes concurrent calls (an engine pool)."""
+    if getattr(generator, "concurrent_calls", False):
+        return generator.generate
+    lock = threading.Lock()
+
+    def generate(requests, n, sampling, seed):
+        with lock:
+            return generator.generate(requests, n, sampling, seed)
+
+    return generate
 
 
 def _ended(ep: _Live, cfg: ExperimentConfig) -> bool:
@@ -432,6 +555,7 @@ def evaluate_policy(
     envs_per_worker: int = 4,
     gold: dict[str, Trajectory] | None = None,
     progress: bool = True,
+    env_pool: SharedEnvPool | None = None,
 ) -> dict[str, Any]:
     """Evaluate a policy on a benchmark split over several seeds (the paper's protocol by default).
 
@@ -447,6 +571,8 @@ def evaluate_policy(
         envs_per_worker: Envs per worker.
         gold: Expert trajectories by id (gold policy).
         progress: Show progress bars.
+        env_pool: Env workers to play on (left running); None: one set for all seeds (the envs, a JVM each on
+            ScienceWorld, start once, not per seed), stopped after.
 
     Returns:
         Mean +- std over seeds, with the per-seed summaries.
@@ -454,21 +580,14 @@ def evaluate_policy(
     bench = cfg.benchmark
     episodes = list_episodes(cfg, split, tasks, max_variations)
     out_dir = Path(out_dir)
-    summaries = [
-        run_episodes(
-            generator,
-            cfg,
-            episodes,
-            out_dir / f"seed_{s}",
-            s,
-            cfg.eval.sampling,
-            workers,
-            envs_per_worker,
-            gold=gold,
-            progress=progress,
-        )
-        for s in (cfg.eval.seeds if seeds is None else seeds)
-    ]
+    seeds = list(cfg.eval.seeds if seeds is None else seeds)
+    with contextlib.ExitStack() as stack:
+        if env_pool is None:
+            factory = _env_factory(cfg, expert=generator.name == "gold")
+            env_pool = stack.enter_context(SharedEnvPool(cfg, factory, workers, envs_per_worker))
+        play = partial(run_episodes, generator, cfg, episodes, sampling=cfg.eval.sampling, workers=workers,
+                       envs_per_worker=envs_per_worker, gold=gold, progress=progress, env_pool=env_pool)  # fmt: skip
+        summaries = [play(out_dir=out_dir / f"seed_{s}", seed=s) for s in seeds]
     result = aggregate(summaries) | {
         "policy": generator.name,
         "benchmark": bench.name,

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal
 
@@ -164,6 +165,9 @@ class EnginePool:
         self.where = ray.get([a.where.remote() for a in self._actors])
         self.batches = [0] * engines  # calls each engine answered
         self.items = [0] * engines
+        self._load = [0] * engines  # pieces queued on each engine, by every call in flight
+        self._lock = threading.Lock()  # calls may come from several threads (the rollout's lanes)
+        self._turn = 0  # the engine a tie goes to next: small calls (an env step of a few episodes) reach every engine
 
     def _shards(self, items: Sequence[Any]) -> list[Sequence[Any]]:
         """``items`` cut into the pieces engines answer.
@@ -186,7 +190,6 @@ class EnginePool:
         source = iter(batches)
         queued: dict[Any, tuple[int, int, int]] = {}  # ref -> (batch index, shard index, engine)
         parts: dict[int, list[Any]] = {}  # batch index -> its shards' answers (None until in)
-        load = [0] * self.engines
         next_in, next_out, exhausted = 0, 0, False
         while True:
             while not exhausted and len(queued) < self.engines * self.in_flight:
@@ -197,10 +200,11 @@ class EnginePool:
                 shards = self._shards(batch)
                 parts[next_in] = [None] * len(shards)
                 for j, shard in enumerate(shards):
-                    e = min(range(self.engines), key=lambda i: load[i])
-                    ref = getattr(self._actors[e], method).remote(list(shard), *extra)
-                    queued[ref], load[e] = (next_in, j, e), load[e] + 1
-                    self.items[e] += len(shard)
+                    with self._lock:  # the least loaded engine (other threads' calls counted), taking turns on ties
+                        e = min(range(self.engines), key=lambda i: (self._load[i], (i - self._turn) % self.engines))
+                        self._load[e], self._turn = self._load[e] + 1, (e + 1) % self.engines
+                        self.items[e] += len(shard)
+                    queued[getattr(self._actors[e], method).remote(list(shard), *extra)] = (next_in, j, e)
                 next_in += 1
             if next_out in parts and all(p is not None for p in parts[next_out]):
                 yield [r for part in parts.pop(next_out) for r in part]
@@ -211,9 +215,12 @@ class EnginePool:
             ready, _ = ray.wait(list(queued), num_returns=1)
             for ref in ready:
                 index, j, e = queued.pop(ref)
-                load[e] -= 1
-                self.batches[e] += 1
+                with self._lock:
+                    self._load[e] -= 1
+                    self.batches[e] += 1
                 parts[index][j] = ray.get(ref)
+
+    concurrent_calls = True  # threads may call it at once (their pieces share the engines by load)
 
     def generate(
         self, requests: Sequence[GenerationRequest], n: int, sampling: SamplingConfig, seed: int
