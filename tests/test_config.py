@@ -205,3 +205,17 @@ def test_max_tasks_keeps_the_first_tasks_of_every_episode_list(monkeypatch):
     two = load_config(overrides=["max_tasks=2"])
     assert rollout.list_episodes(two, "train") == [("b", 0), ("b", 1), ("a", 0), ("a", 1)]
     assert rollout.list_episodes(load_config(), "train") == listed  # null: all
+
+
+def test_a_run_config_written_before_the_newer_keys_still_loads_as_it_ran(tmp_path):
+    """A run folder's config.yaml from before extensions, max_tasks and env.lanes existed (report, resume) loads,
+    with what that run did: no extensions, every task, one lane."""
+    import yaml
+
+    from nemo_act.config.schema import ExperimentConfig
+
+    dump = load_config().model_dump(mode="json")
+    del dump["extensions"], dump["max_tasks"], dump["env"]["lanes"]
+    old = ExperimentConfig.model_validate(yaml.safe_load(yaml.safe_dump(dump)))
+    assert (old.extensions, old.max_tasks, old.env.lanes) == ([], None, 1)
+    assert load_config().env.lanes == "auto"

@@ -570,6 +570,8 @@ class ExperimentConfig(_Strict):
 
         if isinstance(value, dict) and "pipeline" in value:  # a run's config.yaml written before 2026-12 lacks both
             value = {"extensions": [], "max_tasks": None, **value}
+            if isinstance(value.get("env"), dict):  # and env.lanes: those runs played one lane
+                value["env"] = {"lanes": 1, **value["env"]}
         if isinstance(value, dict) and isinstance(value.get("extensions"), list):
             import_extensions(value["extensions"], "the config")
         return value
