@@ -204,6 +204,7 @@ def _params(cfg: ExperimentConfig, policy: str, experts: Path, k: int, seed: int
         "max_admissible_shown": cfg.benchmark.max_admissible_shown,
         "enable_thinking": cfg.model.enable_thinking,
         "experts_sha256": file_sha256(experts),
+        **({"max_states": cfg.pairs.max_states} if cfg.pairs.max_states is not None else {}),  # set: a smoke run
     }
 
 
@@ -274,7 +275,7 @@ def collect_pairs(
     k = cfg.pairs.k if k is None else k
     seed = cfg.pairs.seed if seed is None else seed
     trajectories = read_all(experts, Trajectory, "expert trajectories")
-    states = list(iter_states(trajectories))
+    states = list(iter_states(trajectories))[: cfg.pairs.max_states]
     states_file = out.with_name(out.name + ".states.jsonl")
     params = _params(cfg, generator.name, experts, k, seed)
     finished = reusable(out, "pairs", params)

@@ -53,6 +53,22 @@ def test_random_policy_pairs(sw_experts, cfg, tmp_path):
 
 
 @pytest.mark.heavy
+def test_max_states_pairs_the_first_states_only_and_says_so(sw_experts, cfg, tmp_path):
+    """pairs.max_states (train=smoke: 8): the first N states of the file in file order, the same pairs a full run
+    makes for them, and the bound in the manifest (an unbounded run does not reuse the file)."""
+    bounded = cfg.model_copy(update={"pairs": cfg.pairs.model_copy(update={"max_states": 5})})
+    full, some = tmp_path / "full.jsonl", tmp_path / "some.jsonl"
+    collect_pairs(sw_experts, RandomGenerator(), cfg, full, k=2, progress=False)
+    summary = collect_pairs(sw_experts, RandomGenerator(), bounded, some, k=2, progress=False)
+    first = [f"{t.trajectory_id}/{i}" for t in read_jsonl(sw_experts, Trajectory) for i in range(len(t.steps))][:5]
+    assert summary.counts["states"] == 5
+    assert [p.model_dump() for p in read_jsonl(some, Pair)] == [
+        p.model_dump() for p in read_jsonl(full, Pair) if p.state_id in first
+    ]
+    assert read_manifest(some)["params"]["max_states"] == 5 and "max_states" not in read_manifest(full)["params"]
+
+
+@pytest.mark.heavy
 def test_pairs_do_not_depend_on_the_tokenizer(sw_experts, cfg, tmp_path):
     out = tmp_path / "pairs.jsonl"
     collect_pairs(sw_experts, RandomGenerator(), cfg, out, progress=False)

@@ -211,6 +211,11 @@ class PairsConfig(_Strict):
         description="Stop (after writing the files) when fewer than this share of expert states got a pair: "
         "degenerate data, e.g. a policy that cannot write the action tag yet. 0 turns the check off.",
     )
+    max_states: int | None = Field(
+        gt=0,
+        description="Only the first N expert states of a file (in file order) are paired: a bound for smoke runs "
+        "(train=smoke); None = all.",
+    )
 
 
 class EarlyExperienceConfig(_Strict):
@@ -572,6 +577,8 @@ class ExperimentConfig(_Strict):
             value = {"extensions": [], "max_tasks": None, **value}
             if isinstance(value.get("env"), dict):  # and env.lanes: those runs played one lane
                 value["env"] = {"lanes": 1, **value["env"]}
+            if isinstance(value.get("pairs"), dict):  # and pairs.max_states: they paired every state
+                value["pairs"] = {"max_states": None, **value["pairs"]}
         if isinstance(value, dict) and isinstance(value.get("extensions"), list):
             import_extensions(value["extensions"], "the config")
         return value
