@@ -26,7 +26,8 @@ def plan(runner: PipelineRunner) -> list[dict[str, str]]:
     The interpreter is the one the engine gives the step (:meth:`~nemo_act.engines.Engine.step_python`: the
     NeMo-RL image's venv on the cluster engine); on the local engine everything runs here.
     """
-    from nemo_act.generation import engines_summary
+    from nemo_act.evaluation.rollout import lanes_for
+    from nemo_act.generation import engines_summary, planned_engines
 
     cfg, d, data = runner.cfg, runner.dir, runner.data_dir
 
@@ -35,11 +36,13 @@ def plan(runner: PipelineRunner) -> list[dict[str, str]]:
 
     rows: list[dict[str, str]] = []
 
-    engines = engines_summary(cfg)  # once: with generation.engines=auto it may count GPUs
+    n = planned_engines(cfg)  # once: with generation.engines=auto it may count GPUs
+    engines = engines_summary(cfg, n)
+    lanes = lanes_for(cfg.env.lanes, n, cfg.generation.backend == "vllm")  # vLLM seeds each request
 
     def add(step: str, python: str, inputs: str, outputs: str | Path) -> None:
         row = {"step": step, "python": python, "inputs": inputs, "outputs": str(outputs)}
-        on = workers(cfg, step, engines)
+        on = workers(cfg, step, engines, lanes)
         rows.append(row | ({"workers": on} if on else {}))
 
     def source(which: str) -> str:
@@ -85,13 +88,14 @@ def plan(runner: PipelineRunner) -> list[dict[str, str]]:
     return rows
 
 
-def workers(cfg: ExperimentConfig, step: str, engines: str) -> str:
+def workers(cfg: ExperimentConfig, step: str, engines: str, lanes: int) -> str:
     """What a data step runs on; empty for a step that neither generates nor runs envs.
 
     Args:
         cfg: The run's config.
         step: The step's name in :func:`plan`.
         engines: Its generation engines (:func:`~nemo_act.generation.engines_summary`, computed once).
+        lanes: The episode lanes of a step that both generates and runs envs (``env.lanes`` resolved).
     """
     ev = cfg.pipeline.eval
     baseline = step in DATA_KINDS and DATA_KINDS[step].builder is not None  # the reflection baselines' data
@@ -99,7 +103,9 @@ def workers(cfg: ExperimentConfig, step: str, engines: str) -> str:
     if step in GENERATION_STEPS or baseline:
         parts.append(engines)
     if step in ENV_STEPS or baseline:
-        parts.append(f"{ev.workers} env workers x {ev.envs_per_worker} envs")
+        played = step in GENERATION_STEPS or baseline  # the policy plays these episodes (experts replay files)
+        lane_note = f", {lanes} lane{'s' * (lanes > 1)}" if played else ""
+        parts.append(f"{ev.workers} env workers x {ev.envs_per_worker} envs{lane_note}")
     return "; ".join(parts)
 
 

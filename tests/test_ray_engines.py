@@ -185,7 +185,8 @@ def test_evaluation_on_three_engines_in_two_lanes_plays_what_one_engine_plays(lo
     cfg = load_config(overrides=["benchmark.max_steps=3"])
     pool = EnginePool(RandomGenerator, ENGINES, 1024, {"CPU": 1}, 2, split="even")
     try:
-        assert (lanes_for(cfg.env.lanes, pool), lanes_for(cfg.env.lanes, RandomGenerator())) == (2, 1)
+        lanes = lanes_for(cfg.env.lanes, pool.engines, pool.split == "even")
+        assert (lanes, lanes_for(cfg.env.lanes, 1, True), lanes_for(cfg.env.lanes, ENGINES, False)) == (2, 1, 1)
         runs = {}
         for name, policy in (("one", RandomGenerator()), ("three", pool)):
             out = tmp_path / name

@@ -230,7 +230,7 @@ def test_dry_run_prints_every_command_then_the_whole_plan_and_runs_none(fake_slu
     engines = "on: 16 vllm engines x 1 GPU, ~12 s per 1,000 requests"  # the 8B layout's engine_rate: 5/s
     assert plan[pairs + 2].strip() == engines
     evaluate = plan.index(next(line for line in plan if " evaluate " in line))
-    assert plan[evaluate + 2].strip() == f"{engines}; 16 env workers x 8 envs"
+    assert plan[evaluate + 2].strip() == f"{engines}; 16 env workers x 8 envs, 2 lanes"  # env.lanes auto, vLLM
     # srun and ray never ran; the head's address is looked up on the batch host, as ray.sub does
     assert log.read_text() == "scontrol show hostnames gh[1-4]\ngetent ahostsv4 gh1\n"
     assert "nothing was started" in res.stdout

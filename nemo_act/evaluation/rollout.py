@@ -250,18 +250,22 @@ class _Lane:
     future: Future | None = None
 
 
-def lanes_for(setting: int | Literal["auto"], generator: Generator) -> int:
-    """How many lanes ``env.lanes`` gives with this policy.
+def lanes_for(setting: int | Literal["auto"], engines: int, seeded_per_request: bool) -> int:
+    """How many lanes ``env.lanes`` gives.
 
-    ``auto``: 2 when the policy is spread over several engines and seeds each request from its own key (vLLM
-    engines in an :class:`~nemo_act.generation.ray_pool.EnginePool` with ``split="even"``), so the lanes'
-    calls keep every engine busy and sample what one call would; 1 otherwise (one engine: splitting a step's
-    batch only adds calls; the HF backend seeds per batch, so lanes would change its samples).
+    Args:
+        setting: ``env.lanes``.
+        engines: The policy's engines (an :class:`~nemo_act.generation.ray_pool.EnginePool`'s, else 1).
+        seeded_per_request: Whether the policy seeds each request from its own key (vLLM), so a request samples
+            the same whatever call it travels in.
+
+    ``auto``: 2 on several engines seeded per request (the lanes' calls keep every engine busy and sample what
+    one call would); 1 otherwise (one engine: splitting a step's batch only adds calls; the HF backend seeds
+    per batch, so lanes would change its samples).
     """
     if setting != "auto":
         return setting
-    engines, split = getattr(generator, "engines", 1), getattr(generator, "split", None)
-    return 2 if engines > 1 and split == "even" else 1
+    return 2 if engines > 1 and seeded_per_request else 1
 
 
 def _play(
@@ -287,7 +291,8 @@ def _play(
     An episode whose env was lost with a dead or hung worker starts again from its first step (at
     most ``env.max_restarts`` times, then it is recorded as failed); the new worker gets fresh envs.
     """
-    n = max(1, min(lanes_for(cfg.env.lanes, generator), pool.size, len(queue)))
+    engines, split = getattr(generator, "engines", 1), getattr(generator, "split", None)  # an EnginePool's
+    n = max(1, min(lanes_for(cfg.env.lanes, engines, split == "even"), pool.size, len(queue)))
     lanes = [_Lane(slots=[s for s in range(pool.size) if s % n == i], queue=queue[i::n]) for i in range(n)]
     for lane in lanes:
         lane.free = lane.slots[: len(lane.queue)][::-1]  # popped from the end: the lowest slot first

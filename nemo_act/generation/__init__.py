@@ -84,12 +84,17 @@ def planned_engines(cfg: ExperimentConfig) -> int:
     return resolve_engines(gen)
 
 
-def engines_summary(cfg: ExperimentConfig) -> str:
+def engines_summary(cfg: ExperimentConfig, engines: int | None = None) -> str:
     """What a data step's generation runs on, for plans: ``16 vllm engines x 1 GPU, ~12 s per 1,000 requests``.
 
     The time comes from ``generation.engine_rate`` (requests/s per engine) when it is set.
+
+    Args:
+        cfg: The run's config.
+        engines: :func:`planned_engines`, when the caller has it already (None: counted here).
     """
-    gen, n = cfg.generation, planned_engines(cfg)
+    gen = cfg.generation
+    n = planned_engines(cfg) if engines is None else engines
     gpus = engine_resources(gen)["GPU"]
     where = f"{gpus:g} GPU" if gpus else "CPU"
     rate = f", ~{1000 / (n * gen.engine_rate):.0f} s per 1,000 requests" if gen.engine_rate else ""

@@ -36,7 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig, ModelArchitecture
-from nemo_act.generation import engines_summary
+from nemo_act.evaluation.rollout import lanes_for
+from nemo_act.generation import engines_summary, planned_engines
 from nemo_act.stage_kinds import stage_config, stage_kind
 
 GPU_MEMORY_GB = {"gh200_96gb": 96.0, "gh200_144gb": 144.0, "h100_80gb": 80.0, "h200_141gb": 141.0}
@@ -216,11 +217,13 @@ def print_plan(cfg: ExperimentConfig, result: Plan) -> None:
     for row in result.memory:
         table.add_row(*(str(row[c]) for c in cols))
     console.print(table)
-    ev = cfg.pipeline.eval
+    ev, n = cfg.pipeline.eval, planned_engines(cfg)
+    lanes = lanes_for(cfg.env.lanes, n, cfg.generation.backend == "vllm")
     console.print(
-        f"data steps (pairs, selection, evaluation, baseline data): {engines_summary(cfg)} "
+        f"data steps (pairs, selection, evaluation, baseline data): {engines_summary(cfg, n)} "
         f"(generation.engines={cfg.generation.engines}); {ev.workers} env workers x {ev.envs_per_worker} envs "
-        f"(env.pool={cfg.env.pool}: Ray actors over the job's nodes)"
+        f"(env.pool={cfg.env.pool}: Ray actors over the job's nodes), episodes in {lanes} lane{'s' * (lanes > 1)} "
+        f"(env.lanes={cfg.env.lanes})"
     )
     for rule, reason in result.refusals:
         console.print(f"[red]refused[/] ({rule}): {reason}")
