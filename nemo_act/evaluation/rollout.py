@@ -2,7 +2,9 @@
 
 Each step, the prompts of all live episodes go to the policy in one ``generate`` call (the
 action-generation prompt with history window k and the bounded admissible subset, nothing forced
-in); the parsed actions go to the env pool, whose workers step their envs in parallel. An episode
+in); the parsed actions go to the env pool, whose workers step their envs in parallel. With
+``env.lanes`` > 1 the live episodes are dealt to lanes that do this in turn: one lane's envs step
+while the other lanes' calls are in flight (:func:`lanes_for`). An episode
 ends when the env says done or after ``benchmark.max_steps`` steps. Each finished episode is
 appended to ``episodes.jsonl`` with every step (prompt, raw output, parsed action, reward, score),
 so an interrupted evaluation resumes; ``summary.json`` holds the protocol metrics.
