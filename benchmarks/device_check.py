@@ -1,6 +1,6 @@
 r"""The parts of the device check (benchmarks/device_check.sh): one GPU, no internet, what is installed.
 
-    python benchmarks/device_check.py probe|hf|act|megatron|summary [--out DIR] [--smoke]
+    python benchmarks/device_check.py probe|rate|hf|act|megatron|summary [--out DIR] [--smoke]
 
 * ``probe``: CUDA, the GPU, bf16, and which of torch, transformers, TRL, datasets, Transformer Engine,
   Megatron-Core, Megatron-Bridge, flash-attn, vLLM, NeMo-RL import (with versions).
@@ -14,6 +14,12 @@ r"""The parts of the device check (benchmarks/device_check.sh): one GPU, no inte
   ``max_completion_length``: the slow case.
 * ``megatron``: forward + backward of the same shape as a Megatron-Core GPTModel (Transformer Engine
   layers when TE imports, else Megatron's local ones) on one GPU: tokens/s, MFU, peak memory.
+* ``rate``: requests/s of one generation engine on the 8B ALFWorld recipe's request shape (``--prompt-tokens``
+  3,000, ``--completion`` 256 new tokens, ``--requests`` at once), what ``generation.engine_rate`` of the
+  cluster layout wants (docs/performance.md holds an estimate from vLLM's published figures until this runs):
+  vLLM's offline ``LLM.generate`` on a Qwen3-8B-shaped model with dummy weights (``load_format="dummy"``:
+  nothing to download; the throughput is the shape's) when vLLM imports, else the transformers model of the
+  ``hf`` part (flagged in the result), plus the latency of one env step's call (16 requests).
 * ``summary``: the table of every part's JSON in ``--out``.
 
 MFU = (6 x parameters + 12 x layers x hidden x sequence) FLOPs per trained token x tokens/s over the
@@ -38,6 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # Qwen/Qwen3-0.6B's config.json
 SHAPE = {"hidden": 1024, "ffn": 3072, "layers": 28, "heads": 16, "kv_heads": 8, "head_dim": 128, "vocab": 151936}
+# Qwen/Qwen3-8B's config.json (the rate part's engine)
+SHAPE_8B = {"hidden": 4096, "ffn": 12288, "layers": 36, "heads": 32, "kv_heads": 8, "head_dim": 128, "vocab": 151936}
 SMOKE = {"hidden": 64, "ffn": 128, "layers": 2, "heads": 2, "kv_heads": 1, "head_dim": 32, "vocab": 4096}
 PACKAGES = [
     "torch", "transformers", "trl", "datasets", "accelerate", "transformer_engine", "megatron.core",
@@ -99,16 +107,22 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     return _write(args.out, "probe", out)
 
 
-def _qwen3(shape: dict[str, int], device: str):
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+def _qwen3_config(shape: dict[str, int], tied: bool = True):
+    from transformers import Qwen3Config
 
-    config = Qwen3Config(
+    return Qwen3Config(
         vocab_size=shape["vocab"], hidden_size=shape["hidden"], intermediate_size=shape["ffn"],
         num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
         num_key_value_heads=shape["kv_heads"], head_dim=shape["head_dim"], max_position_embeddings=40960,
-        tie_word_embeddings=True, attn_implementation="sdpa",
+        tie_word_embeddings=tied, attn_implementation="sdpa",
     )  # fmt: skip
+
+
+def _qwen3(shape: dict[str, int], device: str):
+    import torch
+    from transformers import Qwen3ForCausalLM
+
+    config = _qwen3_config(shape)
     torch.manual_seed(0)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     return Qwen3ForCausalLM(config).to(device=device, dtype=dtype)
@@ -280,10 +294,81 @@ def megatron(args: argparse.Namespace) -> dict[str, Any]:
     return _write(args.out, "megatron", result)
 
 
+def _vllm_rate(args: argparse.Namespace, prompts: list[list[int]], step_call: int) -> dict[str, Any]:
+    from vllm import LLM, SamplingParams
+
+    tmp = Path(tempfile.mkdtemp(prefix="device-rate-"))
+    _qwen3_config(SHAPE_8B, tied=False).save_pretrained(tmp)  # Qwen3-8B's output layer is its own
+    t = time.perf_counter()
+    llm = LLM(model=str(tmp), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16", seed=0,
+              max_model_len=args.prompt_tokens + args.completion + 64, gpu_memory_utilization=0.85)  # fmt: skip
+    startup = time.perf_counter() - t
+    sampling = SamplingParams(max_tokens=args.completion, ignore_eos=True, detokenize=False, temperature=1.0)
+    batch = [{"prompt_token_ids": p} for p in prompts]
+    llm.generate(batch[:2], sampling, use_tqdm=False)  # warm-up
+    t = time.perf_counter()
+    outs = llm.generate(batch, sampling, use_tqdm=False)
+    wall = time.perf_counter() - t
+    t = time.perf_counter()
+    llm.generate(batch[:step_call], sampling, use_tqdm=False)
+    call = time.perf_counter() - t
+    generated = sum(len(o.outputs[0].token_ids) for o in outs)
+    return {"engine": "vllm", "model": "Qwen3-8B shape, dummy weights", "startup_s": round(startup, 1),
+            "wall_s": round(wall, 2), "generated": generated, "step_call_s": round(call, 2)}  # fmt: skip
+
+
+def _hf_rate(args: argparse.Namespace, prompts: list[list[int]], step_call: int) -> dict[str, Any]:
+    import torch
+
+    device = _device(args.smoke)
+    shape = SMOKE if args.smoke else SHAPE
+    model = _qwen3(shape, device).eval()
+    ids = torch.tensor(prompts, device=device)
+
+    def generate(n: int) -> float:
+        t = time.perf_counter()
+        with torch.no_grad():
+            model.generate(input_ids=ids[:n], attention_mask=torch.ones_like(ids[:n]), do_sample=True,
+                           max_new_tokens=args.completion, min_new_tokens=args.completion, pad_token_id=0)  # fmt: skip
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t
+
+    generate(2)  # warm-up
+    wall = generate(len(prompts))
+    return {"engine": "hf (not the cluster's engine: vLLM is)", "model": f"Qwen3 {shape['layers']} layers, "
+            f"hidden {shape['hidden']}, random", "wall_s": round(wall, 2),
+            "generated": len(prompts) * args.completion, "step_call_s": round(generate(step_call), 2)}  # fmt: skip
+
+
+def rate(args: argparse.Namespace) -> dict[str, Any]:
+    """Requests/s of one generation engine on the 8B recipe's request shape."""
+    import random
+
+    if args.smoke:
+        args.requests, args.prompt_tokens, args.completion = 4, 48, 8
+    try:
+        import vllm  # noqa: F401
+
+        measure = _hf_rate if args.smoke else _vllm_rate
+    except ImportError:
+        measure = _hf_rate
+    rng = random.Random(0)
+    vocab = (SMOKE if args.smoke else SHAPE)["vocab"]
+    prompts = [[rng.randrange(1, vocab) for _ in range(args.prompt_tokens)] for _ in range(args.requests)]
+    step_call = min(16, args.requests)
+    result = measure(args, prompts, step_call)
+    result |= {"requests": args.requests, "prompt_tokens": args.prompt_tokens, "new_tokens": args.completion,
+               "requests_per_s": round(args.requests / result["wall_s"], 3),
+               "output_tokens_per_s": round(result["generated"] / result["wall_s"]), "step_call": step_call,
+               "peak_gb": _peak_gb(_device(args.smoke))}  # fmt: skip
+    return _write(args.out, "rate", result)
+
+
 def summary(args: argparse.Namespace) -> dict[str, Any]:
     """Print every part's result found in ``--out`` as one Markdown table."""
     rows = []
-    for part in ("probe", "hf", "act", "megatron"):
+    for part in ("probe", "rate", "hf", "act", "megatron"):
         path = args.out / f"{part}.json"
         if not path.exists():
             rows.append(f"| {part} | not run or failed (see its log in {args.out}) |")
@@ -302,16 +387,19 @@ def summary(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Run one part."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("part", choices=["probe", "hf", "act", "megatron", "summary"])
+    p.add_argument("part", choices=["probe", "rate", "hf", "act", "megatron", "summary"])
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "device_check_out"))
     p.add_argument("--smoke", action="store_true", help="tiny shape on the CPU (CI)")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=4096)
-    p.add_argument("--completion", type=int, default=256, help="act: tokens per completion")
+    p.add_argument("--completion", type=int, default=256, help="act, rate: tokens per completion")
+    p.add_argument("--requests", type=int, default=256, help="rate: requests in one call")
+    p.add_argument("--prompt-tokens", type=int, default=3000, help="rate: tokens per prompt (an ALFWorld step)")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak of the GPU")
     args = p.parse_args(argv)
-    {"probe": probe, "hf": hf, "act": act, "megatron": megatron, "summary": summary}[args.part](args)
+    parts = {"probe": probe, "rate": rate, "hf": hf, "act": act, "megatron": megatron, "summary": summary}
+    parts[args.part](args)
     return 0
 
 

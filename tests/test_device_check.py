@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_device_check_script_parses_and_its_parts_run_on_a_tiny_shape(tmp_path):
     assert subprocess.run(["bash", "-n", str(REPO / "benchmarks" / "device_check.sh")]).returncode == 0
-    for part in ("probe", "hf", "act"):
+    for part in ("probe", "rate", "hf", "act"):
         res = subprocess.run(
             [sys.executable, "benchmarks/device_check.py", part, "--smoke", "--out", str(tmp_path)],
             cwd=REPO, capture_output=True, text=True, timeout=600,
@@ -24,6 +24,8 @@ def test_device_check_script_parses_and_its_parts_run_on_a_tiny_shape(tmp_path):
         assert res.returncode == 0, res.stderr[-2000:]
     probe = json.loads((tmp_path / "probe.json").read_text())
     assert probe["packages"]["torch"] and probe["packages"]["trl"] and probe["gpu"] is None
+    rate = json.loads((tmp_path / "rate.json").read_text())
+    assert rate["engine"].startswith("hf") and rate["requests_per_s"] > 0 and rate["generated"] == 4 * 8
     hf = json.loads((tmp_path / "hf.json").read_text())
     assert hf["tokens_per_s"] > 0 and hf["seq"] == 64
     act = json.loads((tmp_path / "act.json").read_text())
