@@ -297,7 +297,7 @@ def _play(
     n = max(1, min(lanes_for(cfg.env.lanes, engines, split == "even"), pool.size, len(queue)))
     lanes = [_Lane(slots=[s for s in range(pool.size) if s % n == i], queue=queue[i::n]) for i in range(n)]
     for lane in lanes:
-        lane.free = lane.slots[: len(lane.queue)][::-1]  # popped from the end: the lowest slot first
+        lane.free = lane.slots[: len(lane.queue)]  # popped from the end (one lane: the slots as before lanes)
     lane_of = {s: lane for lane in lanes for s in lane.slots}
     replays: dict[str, list[str]] = {}  # episode -> why it was started again, each time
     policy = _serialized(generator)
