@@ -228,3 +228,18 @@ def test_two_lanes_step_envs_while_the_policy_answers_and_write_what_one_lane_wr
         overlapped[lanes] = any(g0 < s0 and s1 < g1 for g0, g1 in policy.calls for s0, s1 in pool.steps)
     assert files[2] == files[1]
     assert overlapped == {1: False, 2: True}
+
+
+def test_an_evaluation_starts_no_more_envs_than_it_has_episodes():
+    """1 episode with 2 workers x 2 envs asked: one worker with one env (a JVM each on ScienceWorld); 3 episodes with
+    4 x 1: 3 workers; 5 with 2 x 4: all asked (the slots an episode takes never change); nothing starts before use."""
+    from functools import partial
+
+    from nemo_act.evaluation.rollout import SharedEnvPool
+
+    cfg = load_config()
+    for episodes, asked, started in ((1, (2, 2), (1, 1)), (5, (2, 4), (2, 4)), (3, (4, 1), (3, 1))):
+        with SharedEnvPool(cfg, partial(SleepyEnv), *asked, episodes=episodes) as shared:
+            assert shared._pool is None
+            pool = shared.get()
+            assert (pool.workers, pool.envs_per_worker) == started and shared.get() is pool

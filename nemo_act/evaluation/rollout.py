@@ -113,11 +113,18 @@ class SharedEnvPool:
     Args:
         cfg: Experiment config (``env``: pool kind and call deadline).
         factory: Builds one env in a worker.
-        workers: Env worker processes.
-        envs_per_worker: Envs per worker.
+        workers: Env worker processes (at most).
+        envs_per_worker: Envs per worker (at most).
+        episodes: How many episodes it will play, if known: fewer workers and envs are started when these
+            fill them (the slots the episodes take, and so what they play, are the same).
     """
 
-    def __init__(self, cfg: ExperimentConfig, factory: Any, workers: int, envs_per_worker: int) -> None:
+    def __init__(
+        self, cfg: ExperimentConfig, factory: Any, workers: int, envs_per_worker: int, episodes: int | None = None
+    ) -> None:
+        if episodes:  # no more envs than episodes to play at once (a JVM each on ScienceWorld)
+            envs_per_worker = min(envs_per_worker, episodes)
+            workers = min(workers, -(-episodes // envs_per_worker))
         self._args = (cfg.env.pool, factory, workers, envs_per_worker, cfg.env.call_timeout_s)
         self._pool: EnvPool | None = None
 
@@ -232,7 +239,7 @@ def play_starts(
         with bar, contextlib.ExitStack() as stack:
             if queue:
                 if env_pool is None:
-                    env_pool = stack.enter_context(SharedEnvPool(cfg, factory, workers, envs_per_worker))
+                    env_pool = stack.enter_context(SharedEnvPool(cfg, factory, workers, envs_per_worker, len(queue)))
                 _play(env_pool.get(), generator, cfg, queue, seed, sampling, gold, log, bar)
         keys = [s.key for s in starts]
         log.finish(order=keys)  # lanes finish episodes in an order that depends on timing: the file does not
@@ -591,7 +598,7 @@ def evaluate_policy(
     with contextlib.ExitStack() as stack:
         if env_pool is None:
             factory = _env_factory(cfg, expert=generator.name == "gold")
-            env_pool = stack.enter_context(SharedEnvPool(cfg, factory, workers, envs_per_worker))
+            env_pool = stack.enter_context(SharedEnvPool(cfg, factory, workers, envs_per_worker, len(episodes)))
         play = partial(run_episodes, generator, cfg, episodes, sampling=cfg.eval.sampling, workers=workers,
                        envs_per_worker=envs_per_worker, gold=gold, progress=progress, env_pool=env_pool)  # fmt: skip
         summaries = [play(out_dir=out_dir / f"seed_{s}", seed=s) for s in seeds]
