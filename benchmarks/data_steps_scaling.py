@@ -8,6 +8,11 @@ actors in a placement group, batches on the fixed grid, answers merged in order)
 
 * **pairs**: ``collect_pairs`` over the 149 states of the shipped traces example (no env), K=2, batches
   of ``--pairs-batch`` states;
+* **instant**: the same rollout loop (``play_starts``: lanes, the env pool's worker processes, one call per
+  step and lane) on 32 episodes of exactly ``--steps`` steps in envs that cost nothing (2 workers x 16),
+  all live at once (4 per engine at 8 engines, as the 8B ALFWorld layout's 128 env slots on 16 engines):
+  what our scheduling, merge and env-pool overhead allow when the env's own CPU is elsewhere (on the
+  cluster, every node's cores);
 * **evaluation**: ``evaluate_policy`` on ScienceWorld, 8 episodes (4 tasks x 2 variations) of at most
   ``--steps`` steps, real JVM envs in the env pool (2 workers x 4 envs), once per ``--lanes`` value
   (``env.lanes``: 1 = one batched call per env step across all live episodes, env steps between calls;
@@ -40,6 +45,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -48,7 +54,7 @@ from rich.table import Table
 from nemo_act.benchmarks.base import adapter_of
 from nemo_act.config import load_config
 from nemo_act.config.schema import SamplingConfig
-from nemo_act.evaluation.rollout import SharedEnvPool, evaluate_policy
+from nemo_act.evaluation.rollout import SharedEnvPool, Start, evaluate_policy, play_starts
 from nemo_act.generation import BackendFactory, engine_resources
 from nemo_act.generation.base import GenerationRequest
 from nemo_act.generation.ray_pool import EnginePool
@@ -59,6 +65,7 @@ from nemo_act.seeding import key_rng
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO / "nemo_act" / "benchmarks" / "examples" / "travel_desk.jsonl"
 SW_TASKS = ["lifespan-longest-lived", "find-non-living-thing", "find-animal", "find-plant"]
+INSTANT_EPISODES = 32  # live at once: 4 per engine at 8 engines (the 8B ALFWorld layout: 128 env slots, 16 engines)
 
 
 class LatencyGenerator:
@@ -87,6 +94,35 @@ class LatencyFactory:
     def __call__(self) -> LatencyGenerator:
         """One engine's generator."""
         return LatencyGenerator(self.latency)
+
+
+class InstantEnv:
+    """An env whose resets and steps cost nothing: episodes of exactly ``steps`` steps over 5 admissible actions.
+
+    With it the evaluation rows measure the rollout loop itself (lanes, the env pool's processes and pipes, the
+    engines' scheduling and merge), not the env's CPU, which on the cluster is spread over every node's cores.
+    """
+
+    def __init__(self, steps: int) -> None:
+        self.steps, self.task, self.t = steps, "", 0
+
+    def _view(self) -> dict:
+        return {"observation": f"{self.task}: step {self.t}", "task_description": "reach the last step",
+                "admissible": [f"go {d}" for d in ("north", "south", "east", "west", "up")],
+                "score": 100.0 * self.t / self.steps, "done": self.t >= self.steps}  # fmt: skip
+
+    def reset(self, task: str, variation: int) -> dict:
+        """Begin an episode."""
+        self.task, self.t = task, 0
+        return self._view()
+
+    def step(self, action: str) -> dict:
+        """Any action moves one step on."""
+        self.t += 1
+        return self._view()
+
+    def close(self) -> None:
+        """Nothing to stop."""
 
 
 class CountingPool:
@@ -152,7 +188,7 @@ def run_step(step: str, factory, engines: int, cfg, work: Path, latency: float |
     if step == "pairs":
         t1 = time.perf_counter()
         collect_pairs(experts, gen, cfg, work / f"pairs_{engines}.jsonl", k=2, progress=False)
-    else:
+    elif step == "evaluation":
         t = time.perf_counter()
         env_factory = adapter_of(cfg.benchmark).env_factory(cfg.benchmark, False)
         envs = SharedEnvPool(cfg, env_factory, 2, 4)
@@ -164,10 +200,20 @@ def run_step(step: str, factory, engines: int, cfg, work: Path, latency: float |
             evaluate_policy(gen, cfg, "test", work / f"eval_{engines}_{cfg.env.lanes}", tasks=SW_TASKS,
                             max_variations=2, seeds=[0], workers=2, envs_per_worker=4, progress=False,
                             env_pool=envs)  # fmt: skip
+    else:  # the rollout loop alone: INSTANT_EPISODES episodes of instant envs, all live at once
+        t = time.perf_counter()
+        envs = SharedEnvPool(cfg, partial(InstantEnv, cfg.benchmark.max_steps), 2, INSTANT_EPISODES // 2)
+        envs.get().run({slot: ("reset", ("warm", 0)) for slot in range(INSTANT_EPISODES)})
+        env_startup = time.perf_counter() - t
+        starts = [Start(f"instant/{i}/0", f"t{i}", 0, ("reset", (f"t{i}", 0))) for i in range(INSTANT_EPISODES)]
+        t1 = time.perf_counter()
+        with envs:
+            play_starts(gen, cfg, starts, work / f"instant_{engines}_{cfg.env.lanes}.jsonl", None, 0,
+                        cfg.eval.sampling, 2, INSTANT_EPISODES // 2, progress=False, env_pool=envs)  # fmt: skip
     seconds = time.perf_counter() - t1
     stats = pool.stats()
     pool.close()
-    return {"step": step, "lanes": cfg.env.lanes if step != "pairs" else None, "engines": engines,
+    return {"step": step, "lanes": None if step == "pairs" else cfg.env.lanes, "engines": engines,
             "requests": gen.requests, "calls": gen.calls, "seconds": seconds, "generation_s": gen.gen_s,
             "ideal_s": gen.ideal if latency is not None else None, "startup_s": startup,
             "env_startup_s": env_startup, "requests_per_engine": stats["items"]}  # fmt: skip
@@ -183,7 +229,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=6, help="env steps per episode (benchmark.max_steps)")
     p.add_argument("--lanes", default="1,2", help="env.lanes values the evaluation runs with")
     p.add_argument("--model", action="store_true", help="also the real tiny model on CPU")
-    p.add_argument("--only", choices=["pairs", "evaluation"], default=None, help="one step only")
+    p.add_argument("--only", choices=["pairs", "evaluation", "instant"], default=None, help="one step only")
     p.add_argument("--out", default=str(REPO / "runs" / "bench" / "data_steps_scaling"))
     args = p.parse_args()
     import ray
@@ -212,7 +258,7 @@ def main() -> None:
     rows = []
     console = Console(width=160)
     for label, factory, latency in generators:
-        for step, cfg in (("pairs", traces), *(("evaluation", c) for c in sw)):
+        for step, cfg in (("pairs", traces), *(("evaluation", c) for c in sw), *(("instant", c) for c in sw)):
             if args.only and step != args.only:
                 continue
             for n in counts:
