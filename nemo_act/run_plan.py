@@ -26,7 +26,7 @@ def plan(runner: PipelineRunner) -> list[dict[str, str]]:
     The interpreter is the one the engine gives the step (:meth:`~nemo_act.engines.Engine.step_python`: the
     NeMo-RL image's venv on the cluster engine); on the local engine everything runs here.
     """
-    from nemo_act.evaluation.rollout import lanes_for
+    from nemo_act.evaluation.rollout import planned_lanes
     from nemo_act.generation import engines_summary, planned_engines
 
     cfg, d, data = runner.cfg, runner.dir, runner.data_dir
@@ -38,7 +38,7 @@ def plan(runner: PipelineRunner) -> list[dict[str, str]]:
 
     n = planned_engines(cfg)  # once: with generation.engines=auto it may count GPUs
     engines = engines_summary(cfg, n)
-    lanes = lanes_for(cfg.env.lanes, n, cfg.generation.backend == "vllm")  # vLLM seeds each request
+    lanes = planned_lanes(cfg, n)
 
     def add(step: str, python: str, inputs: str, outputs: str | Path) -> None:
         row = {"step": step, "python": python, "inputs": inputs, "outputs": str(outputs)}

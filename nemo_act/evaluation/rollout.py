@@ -42,6 +42,7 @@ from nemo_act.data.io import ResumableJsonl, read_jsonl, write_text_atomic
 from nemo_act.data.records import Trajectory
 from nemo_act.evaluation.pool import EnvPool, make_env_pool
 from nemo_act.evaluation.stats import mean_std, proportion
+from nemo_act.generation import seeded_per_request
 from nemo_act.generation.base import GenerationRequest, Generator
 from nemo_act.prompts.render import as_messages, generation_prompt
 from nemo_act.prompts.state import build_state, expert_action
@@ -275,6 +276,11 @@ def lanes_for(setting: int | Literal["auto"], engines: int, seeded_per_request: 
     if setting != "auto":
         return setting
     return 2 if engines > 1 and seeded_per_request else 1
+
+
+def planned_lanes(cfg: ExperimentConfig, engines: int) -> int:
+    """The lanes an env-bound step of ``cfg`` will play in on ``engines`` engines (plans, the dry run)."""
+    return lanes_for(cfg.env.lanes, engines, seeded_per_request(cfg.generation))
 
 
 def _play(

@@ -84,6 +84,14 @@ def planned_engines(cfg: ExperimentConfig) -> int:
     return resolve_engines(gen)
 
 
+def seeded_per_request(gen: GenerationConfig) -> bool:
+    """Whether the backend seeds each request from its own key (vLLM): a request samples the same in any batch.
+
+    HF seeds each batch from its first request, so there the batches must stay where the single engine cuts them.
+    """
+    return gen.backend == "vllm"
+
+
 def engines_summary(cfg: ExperimentConfig, engines: int | None = None) -> str:
     """What a data step's generation runs on, for plans: ``16 vllm engines x 1 GPU, ~12 s per 1,000 requests``.
 
@@ -149,7 +157,7 @@ def make_generator(policy: str, cfg: ExperimentConfig, data: str | Path | None =
     from nemo_act.generation.ray_pool import EnginePool
 
     gen = cfg.generation
-    split = "even" if gen.backend == "vllm" else "grid"  # vLLM seeds each request; HF each batch
+    split = "even" if seeded_per_request(gen) else "grid"
     return EnginePool(
         factory, engines, gen.batch_size, engine_resources(gen), gen.in_flight, split=split, address=gen.ray_address
     )
@@ -164,6 +172,7 @@ __all__ = [
     "RandomGenerator",
     "engine_resources",
     "engines_summary",
+    "seeded_per_request",
     "make_generator",
     "make_pairs_generator",
     "MixedGenerator",

@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig, ModelArchitecture
-from nemo_act.evaluation.rollout import lanes_for
+from nemo_act.evaluation.rollout import planned_lanes
 from nemo_act.generation import engines_summary, planned_engines
 from nemo_act.stage_kinds import stage_config, stage_kind
 
@@ -218,7 +218,7 @@ def print_plan(cfg: ExperimentConfig, result: Plan) -> None:
         table.add_row(*(str(row[c]) for c in cols))
     console.print(table)
     ev, n = cfg.pipeline.eval, planned_engines(cfg)
-    lanes = lanes_for(cfg.env.lanes, n, cfg.generation.backend == "vllm")
+    lanes = planned_lanes(cfg, n)
     console.print(
         f"data steps (pairs, selection, evaluation, baseline data): {engines_summary(cfg, n)} "
         f"(generation.engines={cfg.generation.engines}); {ev.workers} env workers x {ev.envs_per_worker} envs "
