@@ -8,7 +8,8 @@ STAMP  := $(VENV)/.installed
 RUNENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 THREADS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: setup setup-lanes test test-fast lint demo clean test-megatron test-megatron-image test-cluster
+.PHONY: setup setup-lanes test test-fast lint demo clean test-megatron test-megatron-image test-cluster \
+	test-image-python test-cluster-image nemo-rl-source
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -72,32 +73,51 @@ test-megatron-image: $(ISTAMP)
 
 # The cluster path as NeMo-RL's image runs it, on CPU (tools/cluster_twin/README.md): Python 3.13, the release's
 # default venv from its own uv.lock (pins in tools/cluster_twin/requirements.txt, installed --no-deps as uv sync
-# installs a lock), slurm/image_setup.sh's simulators, NeMo-RL v0.7.0's source from shared/ (never copied here),
-# our code on PYTHONPATH as the job puts it there. Its tests: NeMo-RL's entry points on our configs, our reward
-# actors and driver (test_cluster_twin.py, test_nemo_rl_engine.py), and the env-bound steps on the image's Python.
-NEMO_RL_SOURCE ?= ../shared/nemo-rl/nemo-rl-v0.7.0.tar.gz
-NEMO_RL_SHA256 := 46584087da48d0c29c3ef3ec45942b3ccb76357d7a3b52d2cb1f420396280368
+# installs a lock), slurm/image_setup.sh's simulators, our code on PYTHONPATH as the job puts it there.
+# NeMo-RL's own code comes from the user (not on PyPI, never kept here): NEMO_RL_SOURCE = a checkout of the pinned
+# tag, a git archive of it, or /opt/nemo-rl in the release image, checked against conf/engine/_nemo_rl_pin.yaml
+# first (tools/cluster_twin/nemo_rl_source.py); without it the lane says why in one line and fails.
+# Its tests: NeMo-RL's entry points on our configs, our reward actors and driver (test_cluster_twin.py,
+# test_nemo_rl_engine.py), and the env-bound steps on the image's Python (IMAGE_TESTS, also `make test-image-python`).
+NEMO_RL_SOURCE ?=
 CVENV  := .venv-cluster
 CSTAMP := $(CVENV)/.installed
 CPY    := $(abspath $(CVENV))/bin/python
+NRL_SOURCE := tools/cluster_twin/nemo_rl_source.py
+IMAGE_TESTS   := tests/test_alfworld.py tests/test_scienceworld.py tests/test_evaluation.py
+CLUSTER_TESTS := tests/test_cluster_twin.py tests/test_nemo_rl_engine.py $(IMAGE_TESTS)
+TWINENV := OMP_NUM_THREADS=1 $(RUNENV) NEMO_ACT_CLUSTER_TWIN=1
 
 $(CSTAMP): tools/cluster_twin/requirements.txt tools/cluster_twin/requirements-test.txt slurm/image-requirements.txt slurm/image_setup.sh
-	echo "$(NEMO_RL_SHA256)  $(NEMO_RL_SOURCE)" | sha256sum --check --quiet
 	rm -rf $(CVENV) && $(PYTHON313) -m venv $(CVENV)
 	$(CPY) -m pip install --quiet --upgrade pip
 	$(CPY) -m pip install --quiet --no-deps -r tools/cluster_twin/requirements.txt
 	PATH="$(abspath $(CVENV))/bin:$$PATH" NEMO_ACT_IMAGE_PYTHONS=$(CPY) NEMO_ACT_IMAGE_APT=0 \
 		NEMO_ACT_IMAGE_REPORT=$(CVENV)/image.txt bash slurm/image_setup.sh
-	mkdir -p $(CVENV)/src && tar -xzf $(NEMO_RL_SOURCE) -C $(CVENV)/src
-	$(CPY) -c 'import site, sys; open(site.getsitepackages()[0] + "/nemo_rl.pth", "w").write(sys.argv[1] + "\n")' \
-		"$(abspath $(CVENV))/src/nemo-rl-v0.7.0"
 	$(CPY) -m pip install --quiet -r tools/cluster_twin/requirements-test.txt
 	touch $@
 
-test-cluster: $(CSTAMP)
-	OMP_NUM_THREADS=1 $(RUNENV) NEMO_RL_DIR=$(abspath $(CVENV))/src/nemo-rl-v0.7.0 NEMO_ACT_CLUSTER_TWIN=1 \
-		$(CPY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist load tests/test_cluster_twin.py tests/test_nemo_rl_engine.py \
-		tests/test_alfworld.py tests/test_scienceworld.py tests/test_evaluation.py
+# checked before the twin's venv is built: a missing or wrong source costs nothing
+nemo-rl-source:
+	@$(PYTHON) $(NRL_SOURCE) check --source "$(NEMO_RL_SOURCE)"
+
+test-cluster: nemo-rl-source $(CSTAMP)
+	root=$$($(CPY) $(NRL_SOURCE) install --source "$(NEMO_RL_SOURCE)" --venv $(CVENV)) && \
+	$(TWINENV) NEMO_RL_DIR="$$root" NEMO_RL_SOURCE="$(NEMO_RL_SOURCE)" \
+		$(CPY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist load $(CLUSTER_TESTS)
+
+# The env-bound steps on the image's Python and lock without NeMo-RL's code (CI: it has no NeMo-RL)
+test-image-python: $(CSTAMP)
+	$(TWINENV) $(CPY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist load $(IMAGE_TESTS)
+
+# The same tests inside the release image itself (slurm/cluster_twin.sub runs them on a CPU node): its own Python,
+# NeMo-RL and venvs, nothing built; the NeMo-RL that Python imports (the image's /opt/nemo-rl) is checked against
+# the pin. IMAGE_PYTHON: the image's default venv's python (first on its PATH).
+IMAGE_PYTHON ?= python
+test-cluster-image:
+	root=$$($(IMAGE_PYTHON) $(NRL_SOURCE) imported) && \
+	$(TWINENV) NEMO_RL_DIR="$$root" NEMO_RL_SOURCE="$$root" $(IMAGE_PYTHON) -m pytest -p no:cacheprovider \
+		$$($(IMAGE_PYTHON) -c 'import xdist' 2>/dev/null && echo "-n $(TEST_WORKERS) --dist load") $(CLUSTER_TESTS)
 
 # the venvs of the three other lanes (.ci/run builds them while make test runs: mostly downloads)
 setup-lanes: $(CSTAMP) $(MSTAMP) $(ISTAMP)

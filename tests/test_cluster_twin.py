@@ -2,11 +2,13 @@
 
 ``make test-cluster`` builds the twin (tools/cluster_twin/README.md): Python 3.13, NeMo-RL v0.7.0's default
 venv from the release's own ``uv.lock`` (``docker/Dockerfile:183-193``), ``slurm/image_setup.sh`` run on it
-as the image build runs it, NeMo-RL's source from ``shared/`` on a ``.pth`` (the image's editable install at
-``/opt/nemo-rl``), our code on ``PYTHONPATH`` as the job puts it there. The processes below get the job's
-environment: ``launch.stage_env`` (``interpreters.child_env``: the checkout, ``tools/convert`` and its
-``autoregister`` folder) plus the image's own ``ENV`` lines that matter on a CPU (:data:`IMAGE_ENV`), and
-they attach to a Ray head started with Ray's CLI, as ``slurm/_ray_node.sh`` starts the job's.
+as the image build runs it, the user's NeMo-RL source (``NEMO_RL_SOURCE``: a checkout of the pinned tag or a git
+archive of it, checked against the pin) on a ``.pth`` (the image's editable install at ``/opt/nemo-rl``); inside
+the release image itself (``make test-cluster-image``) the image's own Python and ``/opt/nemo-rl``. Our code on
+``PYTHONPATH`` as the job puts it there. The processes below get the job's environment: ``launch.stage_env``
+(``interpreters.child_env``: the checkout, ``tools/convert`` and its ``autoregister`` folder) plus the image's own
+``ENV`` lines that matter on a CPU (:data:`IMAGE_ENV`), and they attach to a Ray head started with Ray's CLI, as
+``slurm/_ray_node.sh`` starts the job's.
 
 What runs for real: NeMo-RL's ``examples/run_grpo.py``, ``run_sft.py`` and ``run_dpo.py`` on configs our
 driver prepares, up to NeMo-RL's own GPU-resource error (``virtual_cluster.py:766-789``, retries cut to
@@ -14,8 +16,8 @@ one with its ``NRL_VIRTUAL_CLUSTER_MAX_RETRIES``); our reward env actors created
 ``create_env`` in their own Ray worker processes (``environments/utils.py:107-131``: the caller's whole
 environment) and scored through its ``calculate_rewards``; our driver end to end with only the GPU-bound
 ``setup`` / ``*_train`` stood in (``tests/stand_ins/nemo_rl_training.py`` says what they do and which
-lines they follow). Without NeMo-RL importable (the ``make test`` venv) this module skips, except for the
-pin check, which needs only the release's source archive.
+lines they follow). Without NeMo-RL (the ``make test`` venv, CI) every test here skips with the reason (the pin
+check needs only ``NEMO_RL_SOURCE``); inside the twin lane a missing NeMo-RL fails them (tests/needs_nemo_rl.py).
 """
 
 from __future__ import annotations
@@ -27,19 +29,18 @@ import signal
 import socket
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import tomllib
 from pathlib import Path
 
 import pytest
+from needs_nemo_rl import import_nemo_rl, named_source, nemo_rl_source
 
 from nemo_act.config import conf_root, load_config
 from nemo_act.stage_kinds import STAGE_KINDS, stage_experiment, stage_kind
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCE = Path(os.environ.get("NEMO_ACT_NEMO_RL_SOURCE", REPO.parent / "shared" / "nemo-rl" / "nemo-rl-v0.7.0.tar.gz"))
 # NeMo-RL v0.7.0 docker/Dockerfile: ENV RAY_USAGE_STATS_ENABLED=0 (101), RAY_ENABLE_UV_RUN_RUNTIME_ENV=0 (105),
 # TORCH_CUDA_ARCH_LIST="9.0 10.0" (137; its Megatron policy refuses to start without it, lm_policy.py:121).
 # Not NRL_CONTAINER=1 (40): with it NeMo-RL checks the image's /opt/nemo_rl_container_fingerprint and our
@@ -62,11 +63,7 @@ ROWS_FROM = {"ee": "il", "ee_wm": "il", "agent_r": "il", "sand": "il"}
 
 def test_the_twins_pins_are_nemo_rls_own_lock():
     """tools/cluster_twin/requirements.txt holds the release's uv.lock versions (its export, see export_lock.py)."""
-    if not SOURCE.is_file():
-        pytest.skip(f"NeMo-RL's source archive not found at {SOURCE} (set NEMO_ACT_NEMO_RL_SOURCE)")
-    with tarfile.open(SOURCE) as tar:
-        member = next(m for m in tar.getmembers() if m.name.endswith("/uv.lock") and m.name.count("/") == 1)
-        lock = tomllib.load(tar.extractfile(member))
+    lock = tomllib.loads(nemo_rl_source.uv_lock(named_source()))
     versions: dict[str, set[str]] = {}
     for package in lock["package"]:
         versions.setdefault(package["name"], set()).add(str(package.get("version")).split("+")[0])
@@ -89,9 +86,7 @@ def test_the_twins_pins_are_nemo_rls_own_lock():
 
 @pytest.fixture(scope="module")
 def nemo_rl_dir() -> Path:
-    if os.environ.get("NEMO_ACT_CLUSTER_TWIN") == "1":  # make test-cluster: a twin without NeMo-RL is broken
-        import nemo_rl  # noqa: F401
-    pytest.importorskip("nemo_rl", reason="NeMo-RL is not importable: the twin lane (make test-cluster) has it")
+    import_nemo_rl()
     from nemo_act.engines.nemo_rl.driver import nemo_rl_root
 
     return nemo_rl_root()

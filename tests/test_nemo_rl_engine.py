@@ -2,19 +2,18 @@
 created by its ``create_env`` and scored by its rollout's ``calculate_rewards``, under a real local Ray.
 
 NeMo-RL is not on PyPI (release container or a checkout of the tag pinned in
-``conf/engine/_nemo_rl_pin.yaml``), so CI skips this file; see docs/cluster.md for how it
-was run here (v0.7.0 source, no-deps, Python 3.13 venv, CPU).
+``conf/engine/_nemo_rl_pin.yaml``), so ``make test`` and CI skip this file with the reason;
+``make test-cluster NEMO_RL_SOURCE=<your checkout>`` runs it (and fails it where NeMo-RL is missing).
 """
 
 import json
 
 import pytest
+from needs_nemo_rl import import_nemo_rl
 
 pytestmark = pytest.mark.heavy  # a real local Ray, the JVM's experts, the tiny model (tests/conftest.py)
 
-nemo_rl = pytest.importorskip(
-    "nemo_rl", reason="NeMo-RL is not installed (its container or a checkout of the pinned tag; not on PyPI)"
-)
+nemo_rl = import_nemo_rl()
 
 import ray  # noqa: E402
 import torch  # noqa: E402

@@ -468,3 +468,22 @@ def test_a_node_that_cannot_see_the_log_dir_stops_at_once(fake_slurm, tmp_path, 
         ["bash", "slurm/_ray_node.sh", "worker"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
     )
     assert "canary" not in res.stderr and "the job ended before the Ray head started" in res.stderr
+
+
+def test_cluster_twin_job_runs_the_lane_in_the_image_on_a_cpu_node(fake_slurm):
+    """slurm/cluster_twin.sub (dry run): one srun into the image (pyxis' syntax) on one node, no GPU asked for,
+    ``make test-cluster-image`` on the job's CPUs; that target checks the NeMo-RL the image's Python imports against
+    the pin before any test (``make -n`` prints its commands in order)."""
+    env, _log = fake_slurm
+    header = (REPO / "slurm" / "cluster_twin.sub").read_text().split("\nsource ")[0]
+    assert "--gpus" not in header and "#SBATCH --nodes=1" in header
+    dry = _run("cluster_twin.sub", {**env, "NEMO_ACT_DRY_RUN": "1", "SLURM_JOB_NODELIST": "cpu7",
+                                    "SLURM_CPUS_PER_TASK": "32"})  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    srun = _find(_commands(dry.stdout), "srun")
+    assert "--container-image=nvcr.io#nvidia/nemo-rl:v0.7.0" in srun and srun[srun.index("-w") + 1] == "cpu7"
+    assert srun[-2:] == ["test-cluster-image", "TEST_WORKERS=32"] and srun[-3] == "make"
+    steps = subprocess.run(["make", "-n", "test-cluster-image", "IMAGE_PYTHON=/img/python"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert steps.index("nemo_rl_source.py imported") < steps.index("-m pytest")
+    assert "tests/test_cluster_twin.py tests/test_nemo_rl_engine.py" in steps and "pip install" not in steps

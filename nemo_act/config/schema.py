@@ -386,6 +386,10 @@ class EngineConfig(_Strict):
 
     name: Literal["local", "nemo_rl"]
     nemo_rl_release: str = Field(description="The one pinned NeMo-RL release (git tag).")
+    nemo_rl_commit: str | None = Field(
+        description="The tag's commit: the twin lane checks a user's NeMo-RL source against it (None: a run's "
+        "config.yaml written before it was pinned)."
+    )
     nemo_rl_container: str = Field(description="Its release container image.")
     nemo_rl: NeMoRLSettings | None = Field(description="Cluster-engine settings (None for the local engine).")
 
@@ -579,6 +583,8 @@ class ExperimentConfig(_Strict):
                 value["env"] = {"lanes": 1, **value["env"]}
             if isinstance(value.get("pairs"), dict):  # and pairs.max_states: they paired every state
                 value["pairs"] = {"max_states": None, **value["pairs"]}
+            if isinstance(value.get("engine"), dict):  # and engine.nemo_rl_commit (2026-12-03)
+                value["engine"] = {"nemo_rl_commit": None, **value["engine"]}
         if isinstance(value, dict) and isinstance(value.get("extensions"), list):
             import_extensions(value["extensions"], "the config")
         return value

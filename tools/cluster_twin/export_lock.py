@@ -1,6 +1,6 @@
 """Write the CPU twin's pins from NeMo-RL's own lock: ``requirements.txt`` beside this file.
 
-    python tools/cluster_twin/export_lock.py [--source ../shared/nemo-rl/nemo-rl-v0.7.0.tar.gz]
+    python tools/cluster_twin/export_lock.py [--source S]   # S: as NEMO_RL_SOURCE (nemo_rl_source.py), its default
 
 The release image builds its default venv (``/opt/nemo_rl_venv``) with ``uv sync --locked
 --all-groups --no-install-project`` after the per-backend syncs (NeMo-RL v0.7.0 ``docker/Dockerfile``,
@@ -20,14 +20,15 @@ nothing resolved again. ``tests/test_cluster_twin.py`` checks every pin against 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
+from nemo_rl_source import check, read_file, read_pin, read_source, uv_lock
+
 HERE = Path(__file__).resolve().parent
-DEFAULT_SOURCE = HERE.parents[2] / "shared" / "nemo-rl" / "nemo-rl-v0.7.0.tar.gz"
 LOCAL_SUFFIX = "+cu130"
 LEFT_OUT = {"transferqueue": "git source on GitHub; imported only with data_plane.enabled (off in the bases)"}
 
@@ -45,12 +46,17 @@ def rewrite(exported: str) -> list[str]:
     return out
 
 
-def export(source: Path) -> str:
-    """``uv export`` of the release's lock as its Dockerfile syncs the default venv."""
-    with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(source) as tar:
-            tar.extractall(tmp, filter="data")
-        root = next(Path(tmp).iterdir())
+def export(source: str) -> str:
+    """``uv export`` of the release's lock as its Dockerfile syncs the default venv.
+
+    ``source`` is as ``NEMO_RL_SOURCE``, checked against the pin first.
+    """
+    src = read_source(source)
+    check(src, read_pin())
+    with tempfile.TemporaryDirectory() as tmp:  # uv reads pyproject.toml + uv.lock only: nothing else is unpacked
+        root = Path(tmp)
+        (root / "uv.lock").write_text(uv_lock(src))
+        (root / "pyproject.toml").write_text(read_file(src, "pyproject.toml"))
         cmd = ["uv", "export", "--frozen", "--no-emit-project", "--no-hashes", "--all-groups", "--no-header"]
         return subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True).stdout
 
@@ -58,11 +64,14 @@ def export(source: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="NeMo-RL release source tarball")
+    p.add_argument("--source", default=os.environ.get("NEMO_RL_SOURCE", ""), help="default: $NEMO_RL_SOURCE")
     args = p.parse_args(argv)
+    if not args.source:
+        p.error("no NeMo-RL source: --source or NEMO_RL_SOURCE (a checkout of the pinned tag or a git archive of it)")
     lines = rewrite(export(args.source))
+    pin = read_pin()
     header = [
-        f"# NeMo-RL v0.7.0's default venv, from its uv.lock ({args.source.name})",
+        f"# NeMo-RL {pin.release}'s default venv, from its uv.lock (commit {pin.commit[:12]})",
         "# made by tools/cluster_twin/export_lock.py:",
         "# uv export --frozen --no-emit-project --no-hashes --all-groups (docker/Dockerfile:193's selection), then:",
         f"#   '{LOCAL_SUFFIX}' local versions -> the same release from PyPI",
