@@ -55,7 +55,7 @@ from nemo_act.benchmarks.base import adapter_of
 from nemo_act.config import load_config
 from nemo_act.config.schema import SamplingConfig
 from nemo_act.evaluation.rollout import SharedEnvPool, Start, evaluate_policy, play_starts
-from nemo_act.generation import BackendFactory, engine_resources
+from nemo_act.generation import BackendFactory, engine_placement
 from nemo_act.generation.base import GenerationRequest
 from nemo_act.generation.ray_pool import EnginePool
 from nemo_act.generation.simple import wrap_action
@@ -180,7 +180,7 @@ class CountingPool:
 def run_step(step: str, factory, engines: int, cfg, work: Path, latency: float | None, experts: Path) -> dict:
     """Start ``engines`` engines (and the env workers), run one data step on them, and time the parts."""
     t0 = time.perf_counter()
-    pool = EnginePool(factory, engines, cfg.generation.batch_size, engine_resources(cfg.generation),
+    pool = EnginePool(factory, engines, cfg.generation.batch_size, engine_placement(cfg.generation),
                       cfg.generation.in_flight)  # fmt: skip
     startup = time.perf_counter() - t0
     gen = CountingPool(pool, latency)

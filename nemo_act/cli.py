@@ -128,13 +128,12 @@ def cmd_experts(args: argparse.Namespace) -> int:
 
 def cmd_pairs(args: argparse.Namespace) -> int:
     """Build ACT pairs."""
-    from nemo_act.generation import make_pairs_generator
+    from nemo_act.generation import held, make_pairs_generator
     from nemo_act.pairs import collect_pairs
 
     cfg = _cfg(args)
     require({"--policy": args.policy}, {"--experts": args.experts})
-    with _lock(args.out, cfg, is_file=True):
-        generator = make_pairs_generator(args.policy, cfg, args.experts)
+    with _lock(args.out, cfg, is_file=True), held(make_pairs_generator(args.policy, cfg, args.experts)) as generator:
         summary = collect_pairs(args.experts, generator, cfg, args.out, k=args.k, seed=args.seed)
     c = summary.counts
     print(
@@ -155,7 +154,7 @@ def cmd_pairs(args: argparse.Namespace) -> int:
 
 def cmd_reflection(args: argparse.Namespace) -> int:
     """Build a reflection baseline's data (a built data kind of the registry) and print what it kept and dropped."""
-    from nemo_act.generation import make_generator
+    from nemo_act.generation import open_generators
     from nemo_act.stage_kinds import built_kinds, load
 
     cfg = _cfg(args)  # first: the config's extensions may register the method
@@ -165,13 +164,12 @@ def cmd_reflection(args: argparse.Namespace) -> int:
     spec = kinds[args.method]
     workers = args.workers or cfg.pipeline.eval.workers
     require({"--policy": args.policy, "--critic": args.critic}, {"--experts": args.experts})
-    with _lock(args.out, cfg):
-        policy = make_generator(args.policy, cfg)
-        build = load(str(spec.builder))
-        if spec.policy == "stage":  # the current policy samples; the frozen initial one critiques
-            critic = make_generator(args.critic, cfg) if args.critic and args.critic != args.policy else policy
+    build = load(str(spec.builder))
+    if spec.policy == "stage":  # the current policy samples; the frozen initial one critiques (engines split)
+        with _lock(args.out, cfg), open_generators(cfg, args.policy, args.critic or args.policy) as (policy, critic):
             summary = build(cfg, args.experts, policy, args.out, workers, critic=critic)
-        else:
+    else:
+        with _lock(args.out, cfg), open_generators(cfg, args.policy) as (policy,):
             summary = build(cfg, args.experts, policy, args.out, workers)
     c = summary.counts
     dropped = ", ".join(f"{n} {reason}" for reason, n in c["dropped"].items()) or "none"
@@ -221,7 +219,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_eval_reasoning(args: argparse.Namespace) -> int:
     """Evaluate a policy on MATH-500 or GPQA-Diamond (the paper's sampling, seeds) and print the accuracy."""
-    from nemo_act.generation import make_generator
+    from nemo_act.generation import open_generators
     from nemo_act.reasoning.data import load_problems
     from nemo_act.reasoning.run import evaluate_reasoning
 
@@ -232,8 +230,8 @@ def cmd_eval_reasoning(args: argparse.Namespace) -> int:
     if args.limit is not None:
         problems = problems[: args.limit]
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
-    with _lock(args.out, cfg):
-        r = evaluate_reasoning(make_generator(args.policy, cfg), cfg, problems, args.out, seeds)
+    with _lock(args.out, cfg), open_generators(cfg, args.policy) as (policy,):
+        r = evaluate_reasoning(policy, cfg, problems, args.out, seeds)
     chance = f" (chance {100 * r['chance']:.0f}%)" if r["chance"] else ""
     total = r["problems"] * len(r["seeds"])
     if r["unanswered"]:
@@ -278,7 +276,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate a policy in the benchmark env (and its selection accuracy on pairs)."""
-    from nemo_act.generation import make_generator
+    from nemo_act.generation import open_generators
 
     extra = [f"benchmark.data_dir={args.data_dir}"] if args.data_dir else []
     cfg = _cfg(args, extra)
@@ -288,8 +286,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError("--policy gold replays experts: pass --experts FILE for the split")
     require({"--policy": args.policy}, {"--experts": args.experts, "--pairs": args.pairs})
     out = Path(args.out)
-    with _lock(out, cfg):
-        return _eval(args, cfg, make_generator(args.policy, cfg), out)
+    with _lock(out, cfg), open_generators(cfg, args.policy) as (policy,):
+        return _eval(args, cfg, policy, out)
 
 
 def _eval(args: argparse.Namespace, cfg: ExperimentConfig, generator, out: Path) -> int:

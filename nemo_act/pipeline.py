@@ -187,7 +187,7 @@ class PipelineRunner:
 
     def pairs(self, experts: Path, name: str) -> Path:
         """Sample (or reuse) ACT pairs for ``experts`` from the initial policy."""
-        from nemo_act.generation import make_pairs_generator
+        from nemo_act.generation import held, make_pairs_generator
         from nemo_act.pairs import collect_pairs
 
         policy = self.cfg.pipeline.pairs_policy or self.init
@@ -195,7 +195,8 @@ class PipelineRunner:
         if self.isolate:
             self._step("pairs", str(experts), name)
             return out
-        collect_pairs(experts, make_pairs_generator(policy, self.cfg, experts), self.cfg, out)
+        with held(make_pairs_generator(policy, self.cfg, experts)) as generator:
+            collect_pairs(experts, generator, self.cfg, out)
         return out
 
     def print_pairs_summary(self, files: dict[str, Path]) -> None:
@@ -252,7 +253,7 @@ class PipelineRunner:
                 method asks of the frozen initial policy always come from ``pipeline.init``.
             stage: The consuming stage's folder name, for a kind built per stage.
         """
-        from nemo_act.generation import make_generator
+        from nemo_act.generation import open_generators
 
         spec = DATA_KINDS[kind]
         policy = policy or self.init
@@ -262,12 +263,12 @@ class PipelineRunner:
             return folder / str(spec.audit)
         build = load(str(spec.builder))
         workers = self.cfg.pipeline.eval.workers
-        if spec.policy == "stage":
-            generator = make_generator(policy, self.cfg)
-            frozen = generator if policy == self.init else make_generator(self.init, self.cfg)
-            summary = build(self.cfg, experts, generator, folder, workers, critic=frozen)
+        if spec.policy == "stage":  # two models at once from round 2 on: the step's engines are split between them
+            with open_generators(self.cfg, policy, self.init) as (generator, frozen):
+                summary = build(self.cfg, experts, generator, folder, workers, critic=frozen)
         else:
-            summary = build(self.cfg, experts, make_generator(policy, self.cfg), folder, workers)
+            with open_generators(self.cfg, policy) as (generator,):
+                summary = build(self.cfg, experts, generator, folder, workers)
         c = summary.counts
         self.console.print(f"{kind}: {c['kept']} examples kept; none for {c['dropped'] or 'no state'}")
         return summary.out
@@ -327,6 +328,11 @@ class PipelineRunner:
                 f"stage {out.name}: {data} gives no training rows (a baseline whose every example was dropped: "
                 "its manifest counts say why)"
             )
+        from nemo_act.generation.ray_pool import close_pools
+
+        # every data step closes its pools; one left open (an error path, a caller's own) must not hold the GPUs
+        if closed := close_pools():
+            self.console.print(f"closed {closed} engine pool(s) still open before training {out.name}")
         t = time.time()
         self.engine.train_stage(kind, init, rows, self.cfg, out)
         info.update(complete=True, seconds=round(time.time() - t, 1), rows=len(capped_rows(kind, rows, self.cfg)))
@@ -383,7 +389,7 @@ class PipelineRunner:
     def selection(self, name: str, checkpoint: str, heldout_pairs: Path) -> dict[str, Any]:
         """Held-out selection accuracy (free generation and forced choice) of a checkpoint."""
         from nemo_act.evaluation.selection import forced_choice, free_selection
-        from nemo_act.generation import make_generator
+        from nemo_act.generation import open_generators
 
         out = self.dir / "selection" / f"{name}.json"
         if out.exists():
@@ -392,12 +398,12 @@ class PipelineRunner:
             self._step("selection", name, checkpoint, str(heldout_pairs))
             return json.loads(out.read_text())
         pairs = list(read_jsonl(heldout_pairs, Pair))
-        gen = make_generator(checkpoint, self.cfg)
         sampling = self.cfg.eval.sampling.model_copy(
             update={"max_new_tokens": self.cfg.train.act.max_completion_length}
         )
-        free, rows = free_selection(gen, pairs, self.cfg, sampling, self.cfg.seed)
-        result = {"checkpoint": checkpoint, "free": free, "forced": forced_choice(gen, pairs, self.cfg)}
+        with open_generators(self.cfg, checkpoint) as (gen,):
+            free, rows = free_selection(gen, pairs, self.cfg, sampling, self.cfg.seed)
+            result = {"checkpoint": checkpoint, "free": free, "forced": forced_choice(gen, pairs, self.cfg)}
         acc = free["accuracy"]
         self.console.print(
             f"held-out selection, {name}: {100 * acc['value']:.1f}% ± {100 * acc['stderr']:.1f} free, "
@@ -411,7 +417,7 @@ class PipelineRunner:
     def evaluate(self, name: str, checkpoint: str) -> dict[str, Any]:
         """Env evaluation of a checkpoint (``pipeline.eval``)."""
         from nemo_act.evaluation.rollout import evaluate_policy, summary_line
-        from nemo_act.generation import make_generator
+        from nemo_act.generation import open_generators
 
         ev = self.cfg.pipeline.eval
         out = self.dir / "eval" / name
@@ -424,16 +430,17 @@ class PipelineRunner:
         if self.isolate:
             self._step("evaluate", name, checkpoint)
             return json.loads((out / "summary.json").read_text())
-        result = evaluate_policy(
-            make_generator(checkpoint, self.cfg),
-            self.cfg,
-            ev.split,
-            out,
-            tasks=ev.tasks,
-            max_variations=ev.max_variations,
-            workers=ev.workers,
-            envs_per_worker=ev.envs_per_worker,
-        )
+        with open_generators(self.cfg, checkpoint) as (policy,):
+            result = evaluate_policy(
+                policy,
+                self.cfg,
+                ev.split,
+                out,
+                tasks=ev.tasks,
+                max_variations=ev.max_variations,
+                workers=ev.workers,
+                envs_per_worker=ev.envs_per_worker,
+            )
         result["fingerprint"] = fp
         write_text_atomic(out / "summary.json", json.dumps(result, indent=2) + "\n")
         self.console.print(f"evaluation of {name}: {summary_line(result)}")

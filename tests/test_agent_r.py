@@ -116,7 +116,7 @@ def test_agent_r_rl_pipeline_runs_end_to_end_on_the_local_engine(tiny_model_dir,
     from nemo_act.generation.simple import RandomGenerator
     from nemo_act.pipeline import PipelineRunner
 
-    monkeypatch.setattr(nemo_act.generation, "make_generator", lambda policy, cfg: RandomGenerator())
+    monkeypatch.setattr(nemo_act.generation, "make_generator", lambda policy, cfg, *args, **kwargs: RandomGenerator())
     cfg = load_config(
         Path(__file__).resolve().parents[1] / "conf" / "pipeline" / "agent_r_rl.yaml",
         [

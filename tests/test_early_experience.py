@@ -192,7 +192,7 @@ def test_ee_rl_pipeline_runs_end_to_end_on_the_local_engine(tiny_model_dir, sw_e
     import nemo_act.generation
     from nemo_act.pipeline import PipelineRunner
 
-    monkeypatch.setattr(nemo_act.generation, "make_generator", lambda policy, cfg: ScriptedPolicy())
+    monkeypatch.setattr(nemo_act.generation, "make_generator", lambda policy, cfg, *args, **kwargs: ScriptedPolicy())
     cfg = load_config(
         REPO / "conf" / "pipeline" / "ee_rl.yaml",
         [

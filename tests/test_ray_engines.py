@@ -29,6 +29,7 @@ ray = pytest.importorskip("ray", reason="Ray is the cluster extra (pip install -
 import test_env_pool  # noqa: E402  (the process pool's stand-in envs; tests/ is on sys.path under pytest)
 
 ray.cloudpickle.register_pickle_by_value(test_env_pool)  # its classes travel to the actors by value
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # and this module's (PlacementProbe)
 
 pytestmark = pytest.mark.heavy
 ENGINES = 3
@@ -36,12 +37,15 @@ SMALL = ["generation.batch_size=2", "pairs.sampling.max_new_tokens=12", "pairs.m
          "benchmark.max_admissible_shown=8"]  # fmt: skip
 
 
+GPUS = 4  # logical: Ray places and hands them out (CUDA_VISIBLE_DEVICES ids), nothing computes on them
+
+
 @pytest.fixture(scope="module")
 def local_ray():
-    """An isolated 3-CPU Ray cluster of this process (logical CPUs: one per engine actor)."""
+    """An isolated Ray cluster of this process: 3 logical CPUs (one per engine actor) and 4 logical GPUs."""
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(address="local", num_cpus=ENGINES, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=ENGINES, num_gpus=GPUS, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
@@ -197,3 +201,123 @@ def test_evaluation_on_three_engines_in_two_lanes_plays_what_one_engine_plays(lo
     finally:
         pool.close()
     assert len(runs["one"]) == 4 and runs["three"] == runs["one"]
+
+
+class _Worker:
+    """A tensor-parallel worker as vLLM's Ray executor starts it: an actor with ``num_cpus=0, num_gpus=1`` on one
+    bundle of the engine's placement group (vLLM 0.20.0 ``vllm/v1/executor/ray_executor.py:199-213``)."""
+
+    def gpus(self) -> list:
+        return ray.get_gpu_ids()
+
+
+class PlacementProbe:
+    """Built inside an engine's actor instead of vLLM's ``LLM``: reads what vLLM reads there (the current placement
+    group, ``VLLM_RAY_BUNDLE_INDICES``, the actor's GPUs), applies vLLM's bundle rule to that group
+    (``ray_utils.py:603-619``), then starts the workers as vLLM's executor does and reports their GPUs."""
+
+    name = "probe"
+
+    def __init__(self) -> None:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        pg = ray.util.get_current_placement_group()
+        assert pg is not None and all(b.get("GPU", 0) <= 1 for b in pg.bundle_specs), pg.bundle_specs
+        indices = [int(i) for i in os.environ["VLLM_RAY_BUNDLE_INDICES"].split(",")]
+        workers = [
+            ray.remote(num_cpus=0, num_gpus=1)(_Worker)
+            .options(
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    placement_group=pg, placement_group_capture_child_tasks=True, placement_group_bundle_index=i
+                )
+            )
+            .remote()
+            for i in indices
+        ]
+        self.seen = {
+            "bundles": pg.bundle_specs, "indices": indices, "actor_gpus": ray.get_gpu_ids(),
+            "worker_gpus": ray.get([w.gpus.remote() for w in workers], timeout=120),
+            "env": {k: os.environ.get(k) for k in ("VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_CACHE_ROOT")},
+        }  # fmt: skip
+
+    def generate(self, requests, n, sampling, seed) -> list[list[str]]:
+        return [[json.dumps(self.seen)] * n for _ in requests]
+
+
+def test_an_engine_over_two_gpus_gets_one_bundle_per_gpu_worker(local_ray):
+    """``generation=vllm`` with ``tensor_parallel=2`` on 4 GPUs: 2 engines, each a placement group that vLLM's rule
+    accepts, its actor holding no GPU, its two workers placed on GPUs of their own; 4 different GPUs in all; every
+    GPU free again as soon as ``close`` returns (it waits)."""
+    from nemo_act.generation import GenerationRequest, engine_placement, resolve_engines
+    from nemo_act.generation.ray_pool import EnginePool, live_pools
+
+    cfg = load_config(overrides=["generation=vllm", "generation.vllm.tensor_parallel=2", "generation.engines=2"])
+    assert resolve_engines(cfg.generation) == 2
+    pool = EnginePool(PlacementProbe, 2, 1024, engine_placement(cfg.generation), 2, split="even")
+    try:
+        assert pool in live_pools() and ray.available_resources().get("GPU", 0) == 0
+        requests = [GenerationRequest(key=f"s{i}", messages=[], admissible_actions=[]) for i in range(2)]
+        seen = [json.loads(r[0]) for r in pool.generate(requests, 1, cfg.pairs.sampling, 0)]
+    finally:
+        pool.close()
+    assert sorted(pool.stats()["items"]) == [1, 1]  # each engine answered one request: both reported
+    for s in seen:
+        assert [b.get("GPU") for b in s["bundles"]] == [1.0, 1.0] and s["indices"] == [0, 1]
+        assert s["actor_gpus"] == [] and all(len(g) == 1 for g in s["worker_gpus"])
+        assert s["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert len({g[0] for s in seen for g in s["worker_gpus"]}) == GPUS
+    assert len({s["env"]["VLLM_CACHE_ROOT"] for s in seen}) == 2
+    assert live_pools() == [] and ray.available_resources().get("GPU", 0) == GPUS  # no waiting here: close did
+
+
+def test_a_second_pool_that_cannot_fit_stops_at_once_naming_the_first(local_ray):
+    """Two pools that each want the whole cluster: the second is refused before any placement group is asked for
+    (it would wait PLACEMENT_TIMEOUT_S for GPUs the first holds), naming the pool that holds them."""
+    from nemo_act.generation import RandomGenerator
+    from nemo_act.generation.ray_pool import EnginePool, PlacementError
+
+    first = EnginePool(RandomGenerator, GPUS, 1024, {"CPU": 0.5, "GPU": 1}, 2, split="even")
+    try:
+        t = time.monotonic()
+        with pytest.raises(PlacementError, match=r"GPU.*4 needed, 0 free of 4.*other engine pools.*random: 4 engines"):
+            EnginePool(RandomGenerator, GPUS, 1024, {"CPU": 0.5, "GPU": 1}, 2, split="even")
+        assert time.monotonic() - t < 30
+    finally:
+        first.close()
+
+
+@pytest.mark.slow
+def test_sand_round_two_runs_policy_and_critic_on_a_share_of_the_engines_each(
+    local_ray, sw_experts, tiny_model_dir, tmp_path, monkeypatch
+):
+    """A SAND round whose policy is not the initial one (round 2: the last round's checkpoint samples, the frozen
+    initial model critiques) on a step of 2 engines: two pools of one engine each (before: two pools of 2, the
+    second never placed on this 3-CPU cluster), both closed and their CPUs free when the step returns."""
+    import shutil
+
+    import nemo_act.generation.ray_pool as ray_pool
+    from nemo_act.pipeline import PipelineRunner
+
+    made = []
+    init = ray_pool.EnginePool.__init__
+
+    def spy(self, factory, engines, *args, **kwargs):
+        made.append((factory.policy, engines))
+        init(self, factory, engines, *args, **kwargs)
+
+    monkeypatch.setattr(ray_pool.EnginePool, "__init__", spy)
+    round_one = tmp_path / "01_sand"  # stands for round 1's checkpoint: the same weights, another policy
+    shutil.copytree(tiny_model_dir, round_one)
+    trajs = sorted(read_jsonl(sw_experts, Trajectory), key=lambda t: len(t.steps))
+    experts = tmp_path / "experts.jsonl"
+    experts.write_text(trajs[0].model_dump_json() + "\n")
+    cfg = load_config(overrides=[
+        *SMALL, "generation.engines=2", "generation.device=cpu", f"pipeline.init={tiny_model_dir}",
+        "sand.candidates=2", "sand.rollout_steps=1", "sand.critic_sampling.max_new_tokens=12",
+        "pipeline.eval.workers=1",
+    ])  # fmt: skip
+    runner = PipelineRunner(cfg, tmp_path / "run")
+    audit = runner.baseline_data("sand", experts, str(round_one), "02_sand")
+    assert sorted(made) == sorted([(str(round_one), 1), (str(tiny_model_dir), 1)])
+    assert audit.is_file() and len(audit.read_text().splitlines()) == len(trajs[0].steps)
+    assert ray_pool.live_pools() == [] and ray.available_resources().get("CPU", 0) == ENGINES

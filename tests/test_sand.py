@@ -165,7 +165,7 @@ def test_sand_rl_pipeline_with_two_iterations_on_the_local_engine(tiny_model_dir
 
     asked = []
 
-    def make(policy, cfg):
+    def make(policy, cfg, *args, **kwargs):
         asked.append(str(policy))
         return ScriptedPolicy()
 

@@ -6,12 +6,21 @@ A model policy runs in the caller's process (``generation.engines: 1``) or as an
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nemo_act.config.schema import ExperimentConfig, GenerationConfig
 from nemo_act.generation.base import GenerationRequest, Generator
 from nemo_act.generation.simple import DataGenerator, GoldGenerator, MixedGenerator, RandomGenerator, wrap_action
+
+if TYPE_CHECKING:
+    from nemo_act.generation.ray_pool import EnginePlacement
+
+NOT_MODELS = ("random", "gold", "from_data")  # policies that need no engine
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,38 @@ def engine_resources(gen: GenerationConfig) -> dict[str, float]:
     else:
         gpus = 1 if gen.device.startswith("cuda") else 0
     return {"CPU": gen.engine_cpus, "GPU": float(gpus)}
+
+
+def engine_placement(gen: GenerationConfig) -> EnginePlacement:
+    """What one engine of an :class:`~nemo_act.generation.ray_pool.EnginePool` asks Ray for.
+
+    vLLM over several GPUs (``generation.vllm.tensor_parallel`` > 1) runs its tensor-parallel workers as Ray actors
+    of its own (its ``ray`` executor), and vLLM refuses a placement group with a bundle of more than one GPU
+    (vLLM 0.20.0 ``vllm/v1/executor/ray_utils.py:603-612``, ``initialize_ray_cluster``: "Placement group bundle
+    cannot have more than 1 GPU"). So such an engine is placed the way NeMo-RL's vLLM worker is
+    (``nemo_rl/models/generation/vllm/vllm_worker.py:139-147,277-293``, v0.7.0): one bundle of one GPU per worker,
+    the engine's own actor on the first with no GPU of its own (``num_gpus=0``, Ray leaves its
+    ``CUDA_VISIBLE_DEVICES`` alone), ``VLLM_RAY_BUNDLE_INDICES`` naming the bundles (read by vLLM's
+    ``ray_executor.py:177-188``). One GPU or HF: one bundle, the actor's.
+
+    Every vLLM engine gets NeMo-RL's two settings of its workers: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the engine
+    core in the actor's process, ``vllm_worker.py:156``) and a ``VLLM_CACHE_ROOT`` of its own (``vllm_worker.py:
+    115-119``: vLLM issue 18851, engines sharing a compile cache).
+    """
+    from nemo_act.generation.ray_pool import EnginePlacement
+
+    resources = engine_resources(gen)
+    if gen.backend != "vllm":
+        return EnginePlacement.plain(resources)
+    cache = os.environ.get("VLLM_CACHE_ROOT", os.path.expanduser("~/.cache/vllm"))
+    env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    tp = int(resources["GPU"])
+    if tp <= 1:
+        return EnginePlacement((resources,), resources, env, {"VLLM_CACHE_ROOT": cache})
+    bundles = ({"CPU": resources["CPU"], "GPU": 1.0},) + tuple({"GPU": 1.0} for _ in range(tp - 1))
+    env["VLLM_RAY_BUNDLE_INDICES"] = ",".join(map(str, range(tp)))
+    env["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "1"
+    return EnginePlacement(bundles, {"CPU": resources["CPU"], "GPU": 0.0}, env, {"VLLM_CACHE_ROOT": cache})
 
 
 def _gpus_per_engine(gen: GenerationConfig) -> int:
@@ -123,7 +164,13 @@ def make_pairs_generator(policy: str, cfg: ExperimentConfig, experts: str | Path
     return gen
 
 
-def make_generator(policy: str, cfg: ExperimentConfig, data: str | Path | None = None) -> Generator:
+def make_generator(
+    policy: str,
+    cfg: ExperimentConfig,
+    data: str | Path | None = None,
+    engines: int | None = None,
+    pooled: bool | None = None,
+) -> Generator:
     """Build the generator for a policy name.
 
     Args:
@@ -131,9 +178,14 @@ def make_generator(policy: str, cfg: ExperimentConfig, data: str | Path | None =
             HF checkpoint (hub name or folder).
         cfg: The experiment config (model and generation settings).
         data: The expert trajectories being paired (``from_data`` only).
+        engines: The engines this policy gets (None: :func:`resolve_engines`; :func:`open_generators` hands each of
+            several models its share).
+        pooled: Run in Ray actors even with one engine (None: with more than one): a model's share of a step
+            whose engines are Ray's must not take a GPU in this process behind Ray's back.
 
     Returns:
-        A generator: in this process, or spread over ``generation.engines`` Ray actors.
+        A generator: in this process, or spread over that many Ray actors. Close it (:func:`close_generator`)
+        when the step is done: a pool holds its GPUs until then.
 
     Raises:
         ValueError: ``from_data`` without ``data`` (it draws pair alternatives; it cannot play or reason).
@@ -151,16 +203,70 @@ def make_generator(policy: str, cfg: ExperimentConfig, data: str | Path | None =
         actions = [s.action for t in read_jsonl(data, Trajectory) for s in t.steps]
         return DataGenerator(actions, cfg.prompt.max_candidate_chars)
     factory = BackendFactory(policy, cfg)
-    engines = resolve_engines(cfg.generation)
-    if engines == 1:
+    engines = resolve_engines(cfg.generation) if engines is None else engines
+    if not (engines > 1 if pooled is None else pooled):
         return factory()
     from nemo_act.generation.ray_pool import EnginePool
 
     gen = cfg.generation
     split = "even" if seeded_per_request(gen) else "grid"
     return EnginePool(
-        factory, engines, gen.batch_size, engine_resources(gen), gen.in_flight, split=split, address=gen.ray_address
+        factory, engines, gen.batch_size, engine_placement(gen), gen.in_flight, split=split, address=gen.ray_address
     )
+
+
+def engine_shares(engines: int, models: int) -> list[int]:
+    """A step's engines dealt to the ``models`` it runs at once (policy and critic): as even as they go.
+
+    With one engine every model runs in the step's own process, as with one model.
+
+    Raises:
+        ValueError: More models than engines (each needs one of its own).
+    """
+    if engines == 1 or models <= 1:
+        return [engines] * models
+    if engines < models:
+        raise ValueError(
+            f"generation.engines={engines}: this step runs {models} models at once (a policy and its critic), "
+            "each on engines of its own: give it at least that many, or 1 to run both in this process"
+        )
+    return [engines // models + (i < engines % models) for i in range(models)]
+
+
+@contextmanager
+def open_generators(cfg: ExperimentConfig, *policies: str, data: str | Path | None = None) -> Iterator[list[Generator]]:
+    """Generators for ``policies`` (one per distinct name, the same object for a repeated name), closed on exit.
+
+    A step that runs two models at once (SAND and Agent-R: the current policy samples, the frozen initial one
+    critiques) splits the step's engines between them (:func:`engine_shares`): two pools that each asked for every
+    GPU would leave the second waiting for the first's GPUs. Every pool opened here is closed, and its resources
+    waited for, when the block ends, so the next step or a training stage finds the GPUs free.
+    """
+    models = list(dict.fromkeys(p for p in policies if p not in NOT_MODELS))
+    engines = resolve_engines(cfg.generation)
+    shares = dict(zip(models, engine_shares(engines, len(models)), strict=True))
+    with ExitStack() as stack:
+        made: dict[str, Generator] = {}
+        for policy in dict.fromkeys(policies):
+            made[policy] = make_generator(policy, cfg, data, engines=shares.get(policy), pooled=engines > 1)
+            stack.callback(close_generator, made[policy])
+        yield [made[p] for p in policies]
+
+
+@contextmanager
+def held(generator: Generator) -> Iterator[Generator]:
+    """``generator`` for a with-block, closed when it ends (:func:`close_generator`)."""
+    try:
+        yield generator
+    finally:
+        close_generator(generator)
+
+
+def close_generator(generator: Generator) -> None:
+    """Free what a generator holds (an engine pool's actors and GPUs); nothing for one in this process."""
+    close = getattr(generator, "close", None)
+    if callable(close):
+        close()
 
 
 __all__ = [
@@ -170,7 +276,12 @@ __all__ = [
     "GoldGenerator",
     "DataGenerator",
     "RandomGenerator",
+    "close_generator",
+    "engine_placement",
     "engine_resources",
+    "engine_shares",
+    "held",
+    "open_generators",
     "engines_summary",
     "seeded_per_request",
     "make_generator",

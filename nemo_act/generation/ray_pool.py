@@ -3,15 +3,19 @@
 A data step (pairs, held-out selection, evaluation, the reflection baselines' data) that asks for more
 than one engine gets an :class:`EnginePool`: ``engines`` Ray actors, each holding one generator of the
 configured backend (a vLLM ``LLM`` on ``generation.vllm.tensor_parallel`` GPUs on a GPU node, the HF
-generator on CPU in tests), reserved together in one placement group so a step either gets all its
-engines or stops with the count it could not place.
+generator on CPU in tests), each in a placement group of its own, all asked for before any engine starts,
+so a step either gets all its engines or stops with the count it could not place. An engine over several
+GPUs is placed as vLLM's Ray executor requires (:class:`EnginePlacement`,
+:func:`~nemo_act.generation.engine_placement`); a pool is closed at the end of its step and its resources
+waited for (:meth:`EnginePool.close`, :func:`close_pools` before a training stage).
 
 * **Sharding that keeps the seeds.** vLLM seeds each request from its own key, so a call is cut into at
   least one piece per engine (none over ``generation.batch_size``): an env step's single call or an Early
   Experience chunk spreads over every engine. The HF backend seeds a batch from its first request, so
   there a call is cut into batches of ``batch_size`` exactly where the single engine cuts it. Either way
-  the answers are merged in request order and equal the single-engine output for the same seeds,
-  whatever the engine count or which engine was free first.
+  the answers are merged in request order: the same requests with the same seeds whatever the engine
+  count or which engine was free first (the HF and random backends then answer byte for byte as one
+  engine does; vLLM's sampled tokens can still differ with batch make-up, see ``generation/vllm.py``).
 * **Many calls in flight.** :meth:`EnginePool.generate_batches` takes a stream of batches (``nemo-act
   pairs`` appends one grid batch at a time), keeps ``generation.in_flight`` pieces queued per engine and
   yields each batch's answers in order: a killed step loses only the batches in flight.
@@ -36,7 +40,10 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from nemo_act.config.schema import SamplingConfig
@@ -57,10 +64,63 @@ def actor_env() -> dict[str, str]:
 
 
 PLACEMENT_TIMEOUT_S = 300.0
+RELEASE_TIMEOUT_S = 120.0  # a closed pool's actors dead and its placement groups removed within this
 
 
 class PlacementError(RuntimeError):
     """The Ray cluster cannot hold the engines a step asks for."""
+
+
+@dataclass(frozen=True)
+class EnginePlacement:
+    """What one engine asks Ray for.
+
+    A placement group of ``bundles`` (bundle 0 holds the engine's actor), what the actor itself takes, and the
+    environment it gets on top of the driver's (:func:`actor_env`). An engine whose backend starts workers of its
+    own (vLLM's Ray executor for tensor parallel > 1) gets one bundle per worker while its own actor holds no GPU;
+    see :func:`~nemo_act.generation.engine_placement`.
+    """
+
+    bundles: tuple[Mapping[str, float], ...]
+    actor: Mapping[str, float]
+    env: Mapping[str, str] = field(default_factory=dict)
+    env_per_engine: Mapping[str, str] = field(default_factory=dict)  # name -> value prefix, "_<engine index>" added
+
+    @classmethod
+    def plain(cls, resources: Mapping[str, float]) -> EnginePlacement:
+        """One bundle, all of it the actor's (an engine that starts no workers: HF, vLLM on one GPU)."""
+        return cls(bundles=(dict(resources),), actor=dict(resources))
+
+    def total(self) -> dict[str, float]:
+        """What one engine reserves, all bundles together."""
+        out: dict[str, float] = {}
+        for bundle in self.bundles:
+            for k, v in bundle.items():
+                out[k] = out.get(k, 0.0) + v
+        return out
+
+    def env_for(self, index: int) -> dict[str, str]:
+        """The extra environment of engine ``index``."""
+        return {**self.env, **{k: f"{v}_{index}" for k, v in self.env_per_engine.items()}}
+
+
+_LIVE: weakref.WeakSet[EnginePool] = weakref.WeakSet()  # this process's open pools
+
+
+def live_pools() -> list[EnginePool]:
+    """The engine pools of this process that hold resources now."""
+    return [p for p in list(_LIVE) if p._actors]
+
+
+def close_pools() -> int:
+    """Close every open engine pool of this process and wait until its resources are back.
+
+    Called before a training stage takes the GPUs. Returns how many were open.
+    """
+    pools = live_pools()
+    for pool in pools:
+        pool.close()
+    return len(pools)
 
 
 def connect(address: str | None, num_cpus: float) -> dict[str, float]:
@@ -111,11 +171,18 @@ class _Engine:
 class EnginePool:
     """``engines`` copies of a generator as Ray actors, behind the :class:`Generator` protocol.
 
+    Each engine is a placement group of its own (``STRICT_PACK``: an engine's bundles on one node, as vLLM wants its
+    tensor-parallel workers), all of them asked for before any actor starts, so a step gets every engine or stops
+    with a :class:`PlacementError`; the capacity is checked first against what the cluster has free now, naming this
+    process's other open pools (:func:`live_pools`). :meth:`close` kills the actors, removes the groups and waits
+    until both are gone.
+
     Args:
         factory: Picklable callable that builds one engine's generator (run inside each actor).
         engines: How many engines.
         batch_size: Requests per batch (the single-engine backend's ``generation.batch_size``).
-        resources: Resources of one engine, e.g. ``{"CPU": 1, "GPU": 1}``.
+        placement: What one engine asks Ray for (:class:`EnginePlacement`); a plain mapping such as
+            ``{"CPU": 1}`` is one bundle that the actor takes whole.
         in_flight: Calls queued per engine.
         split: ``grid`` (a backend seeded per batch: HF) or ``even`` (seeded per request: vLLM); see
             :meth:`_shards`.
@@ -127,7 +194,7 @@ class EnginePool:
         factory: Callable[[], Generator],
         engines: int,
         batch_size: int,
-        resources: dict[str, float],
+        placement: EnginePlacement | Mapping[str, float],
         in_flight: int,
         split: Literal["grid", "even"] = "grid",
         address: str | None = None,
@@ -137,30 +204,47 @@ class EnginePool:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         self.batch_size, self.in_flight, self.engines, self.split = batch_size, in_flight, engines, split
-        have = connect(address, engines * resources.get("CPU", 0))
-        need = {k: v * engines for k, v in resources.items()}
-        short = {k: f"{need[k]:g} needed, {have.get(k, 0):g} in the cluster" for k in need if need[k] > have.get(k, 0)}
+        self._actors: list[Any] = []
+        self._pgs: list[Any] = []
+        if not isinstance(placement, EnginePlacement):
+            placement = EnginePlacement.plain(placement)
+        self.placement = placement
+        per_engine = placement.total()
+        have = connect(address, engines * per_engine.get("CPU", 0))
+        need = {k: v * engines for k, v in per_engine.items() if v}
+        free = ray.available_resources()
+        short = {k: f"{need[k]:g} needed, {free.get(k, 0):g} free of {have.get(k, 0):g}" for k in need
+                 if need[k] > free.get(k, 0)}  # fmt: skip
         if short:
-            raise PlacementError(f"generation.engines={engines}: the Ray cluster is too small ({short})")
-        self._pg = placement_group([dict(resources) for _ in range(engines)], strategy="PACK")
-        ready, _ = ray.wait([self._pg.ready()], timeout=PLACEMENT_TIMEOUT_S)
-        if not ready:
-            ray.util.remove_placement_group(self._pg)
+            others = "; ".join(f"{p.name}: {p.engines} engines" for p in live_pools())
             raise PlacementError(
-                f"generation.engines={engines}: {engines} bundles of {resources} could not be placed within "
-                f"{PLACEMENT_TIMEOUT_S:g} s (other work holds the resources?)"
+                f"generation.engines={engines}: the Ray cluster cannot hold them now ({short})"
+                + (f"; this process's other engine pools hold part of it ({others})" if others else "")
             )
-        runtime_env = {"py_executable": sys.executable, "env_vars": actor_env()}
+        self._pgs = [placement_group([dict(b) for b in placement.bundles], strategy="STRICT_PACK")
+                     for _ in range(engines)]  # fmt: skip
+        ready, _ = ray.wait([pg.ready() for pg in self._pgs], num_returns=engines, timeout=PLACEMENT_TIMEOUT_S)
+        if len(ready) < engines:
+            self._remove_groups()
+            raise PlacementError(
+                f"generation.engines={engines}: {engines} groups of {list(placement.bundles)} could not be placed "
+                f"within {PLACEMENT_TIMEOUT_S:g} s (other work holds the resources?)"
+            )
         actor = ray.remote(_Engine)
+        # capture_child_tasks: what the engine starts (vLLM's Ray workers) lands in its group, as NeMo-RL's
+        # worker groups place theirs (nemo_rl/distributed/worker_groups.py:213-217)
         self._actors = [
             actor.options(
-                num_cpus=resources.get("CPU", 0),
-                num_gpus=resources.get("GPU", 0),
-                scheduling_strategy=PlacementGroupSchedulingStrategy(self._pg, placement_group_bundle_index=i),
-                runtime_env=runtime_env,
+                num_cpus=placement.actor.get("CPU", 0),
+                num_gpus=placement.actor.get("GPU", 0),
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True
+                ),
+                runtime_env={"py_executable": sys.executable, "env_vars": {**actor_env(), **placement.env_for(i)}},
             ).remote(factory)
-            for i in range(engines)
+            for i, pg in enumerate(self._pgs)
         ]
+        _LIVE.add(self)
         self.name = factory_name(factory)
         self.where = ray.get([a.where.remote() for a in self._actors])
         self.batches = [0] * engines  # calls each engine answered
@@ -244,17 +328,50 @@ class EnginePool:
         return {"engines": self.engines, "where": self.where, "batches": self.batches, "items": self.items}
 
     def close(self) -> None:
-        """Stop the engines and free their resources (a training stage may need the GPUs next)."""
+        """Stop the engines, free their placement groups and wait until both are gone.
+
+        A training stage may need the GPUs next: a killed engine's process, and so its GPU memory, is gone when Ray
+        reports the actor dead.
+        """
         import ray
 
-        for a in self._actors:
-            ray.kill(a)
-        ray.util.remove_placement_group(self._pg)
-        self._actors = []
+        actors, self._actors = self._actors, []
+        for a in actors:
+            ray.kill(a, no_restart=True)
+        self._remove_groups()
+        deadline = time.monotonic() + RELEASE_TIMEOUT_S
+        for a in actors:  # a call on a killed actor fails once Ray has it dead
+            while time.monotonic() < deadline:
+                try:
+                    ray.get(a.where.remote(), timeout=max(0.0, deadline - time.monotonic()))
+                except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                    break
+                time.sleep(0.05)
+        _LIVE.discard(self)
+
+    def _remove_groups(self) -> None:
+        """Remove the pool's placement groups and wait until their resources are back in the cluster's free pool.
+
+        Ray reports a group ``REMOVED`` before its nodes have returned its bundles: the bundles' own resources
+        (``bundle_group_<index>_<group id>``) stay listed until then, so those are what is waited for.
+        """
+        import ray
+        from ray.util import remove_placement_group
+
+        pgs, self._pgs = self._pgs, []
+        for pg in pgs:
+            remove_placement_group(pg)
+        ids = [pg.id.hex() for pg in pgs]
+        deadline = time.monotonic() + RELEASE_TIMEOUT_S
+        while ids and time.monotonic() < deadline:
+            held = " ".join(ray.available_resources())
+            ids = [i for i in ids if i in held]
+            if ids:
+                time.sleep(0.05)
 
     def __del__(self) -> None:
         try:
-            if self._actors:
+            if self._actors or self._pgs:
                 self.close()
         except Exception:  # interpreter shutdown: Ray may be gone already
             pass
@@ -265,4 +382,13 @@ def factory_name(factory: Callable[[], Generator]) -> str:
     return str(getattr(factory, "policy", None) or getattr(factory, "name", None) or factory)
 
 
-__all__ = ["EnginePool", "PlacementError", "actor_env", "auto_engines", "connect"]
+__all__ = [
+    "EnginePlacement",
+    "EnginePool",
+    "PlacementError",
+    "actor_env",
+    "auto_engines",
+    "close_pools",
+    "connect",
+    "live_pools",
+]

@@ -125,6 +125,12 @@ class MixedGenerator:
         self.policy, self.data, self.k = policy, data, k
         self.name = f"{policy.name}+from_data*{k}"
 
+    def close(self) -> None:
+        """Free what the policy holds (an engine pool)."""
+        close = getattr(self.policy, "close", None)
+        if callable(close):
+            close()
+
     def generate(
         self, requests: Sequence[GenerationRequest], n: int, sampling: SamplingConfig, seed: int
     ) -> list[list[str]]:

@@ -6,9 +6,13 @@ rendering (``apply_chat_template`` with ``model.enable_thinking``), identical to
 
 * Tensor parallel over ``generation.vllm.tensor_parallel`` GPUs; ``gpu_memory_utilization`` and
   ``max_model_len`` (= ``model.max_context_tokens``) from config.
-* Each request gets its own seed derived from (seed, request key), so a sample does not depend on
-  what else is in the batch: ``nemo-act pairs`` appends one batch at a time on a fixed grid and a
-  resumed run re-samples exactly what an uninterrupted one would.
+* Each request gets its own seed derived from (seed, request key), so its random stream does not depend
+  on what else is in the batch: ``nemo-act pairs`` appends one batch at a time on a fixed grid, and a
+  resumed run asks for exactly the requests, with the same seeds, that an uninterrupted one would. The
+  sampled tokens need not repeat: vLLM's logits change with the batch a request shares a forward pass
+  with (its engine, its neighbours, the batch size) unless batch invariance is on
+  (``VLLM_BATCH_INVARIANT=1`` in the job's environment, which every engine actor inherits; its cost is
+  not measured here). docs/cluster.md says what repeats on vLLM and what does not.
 * Generation stops after ``</action>`` (kept in the output) or at the end of the turn.
 * :meth:`VLLMGenerator.score` sums the prompt log-probabilities vLLM returns for the continuation
   tokens (forced-choice selection). The engine runs with prefix caching off: with it on, vLLM's
@@ -41,6 +45,23 @@ STOP = [ACTION_CLOSE]
 def request_seed(seed: int, key: str) -> int:
     """A request's own sampling seed: stable across batches, resumes and processes."""
     return key_int(seed, key, bytes_=4)
+
+
+def executor(tensor_parallel: int) -> str | None:
+    """The ``distributed_executor_backend`` vLLM gets in this process.
+
+    In an engine of an :class:`~nemo_act.generation.ray_pool.EnginePool` over several GPUs
+    (:func:`~nemo_act.generation.engine_placement` set ``VLLM_RAY_BUNDLE_INDICES``): ``ray``, its workers on the
+    engine's one-GPU bundles, after dropping the actor's ``CUDA_VISIBLE_DEVICES`` as NeMo-RL's worker does
+    (``vllm_worker.py:277-293``). Elsewhere None: vLLM's own choice (``vllm/config/parallel.py:794-839``: ``uni`` on
+    one GPU, ``mp`` over several outside a placement group).
+    """
+    import os
+
+    if tensor_parallel > 1 and os.environ.get("VLLM_RAY_BUNDLE_INDICES"):
+        os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        return "ray"
+    return None
 
 
 def sampling_params(sampling: SamplingConfig, n: int, seed: int, key: str) -> dict[str, Any]:
@@ -81,6 +102,7 @@ class VLLMGenerator:
         self.llm = LLM(
             model=self.name,
             tensor_parallel_size=gen_cfg.vllm.tensor_parallel,
+            distributed_executor_backend=executor(gen_cfg.vllm.tensor_parallel),
             gpu_memory_utilization=gen_cfg.vllm.gpu_memory_utilization,
             max_model_len=model_cfg.max_context_tokens,
             dtype="auto" if model_cfg.dtype == "auto" else model_cfg.dtype,
