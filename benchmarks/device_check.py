@@ -108,13 +108,19 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _qwen3_config(shape: dict[str, int], tied: bool = True):
+    """A Qwen3 causal-LM config of ``shape``, naming its architecture as Qwen/Qwen3-8B's config.json does.
+
+    A saved config without ``architectures`` is mapped by vLLM from its ``model_type`` (vLLM 0.20.0
+    ``vllm/transformers_utils/config.py:743-753``), and ``qwen3`` alone resolves to the pooling ``Qwen3Model``,
+    whose engine refuses ``generate``.
+    """
     from transformers import Qwen3Config
 
     return Qwen3Config(
         vocab_size=shape["vocab"], hidden_size=shape["hidden"], intermediate_size=shape["ffn"],
         num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
         num_key_value_heads=shape["kv_heads"], head_dim=shape["head_dim"], max_position_embeddings=40960,
-        tie_word_embeddings=tied, attn_implementation="sdpa",
+        tie_word_embeddings=tied, attn_implementation="sdpa", architectures=["Qwen3ForCausalLM"],
     )  # fmt: skip
 
 
@@ -295,6 +301,7 @@ def megatron(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _vllm_rate(args: argparse.Namespace, prompts: list[list[int]], step_call: int) -> dict[str, Any]:
+    import vllm
     from vllm import LLM, SamplingParams
 
     tmp = Path(tempfile.mkdtemp(prefix="device-rate-"))
@@ -303,6 +310,8 @@ def _vllm_rate(args: argparse.Namespace, prompts: list[list[int]], step_call: in
     llm = LLM(model=str(tmp), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16", seed=0,
               max_model_len=args.prompt_tokens + args.completion + 64, gpu_memory_utilization=0.85)  # fmt: skip
     startup = time.perf_counter() - t
+    loaded = llm.llm_engine.model_config.architecture  # "the architecture vllm actually used" (config/model.py:778)
+    print(f"rate: vLLM {vllm.__version__}, model class {loaded}", flush=True)  # the first line: what runs
     sampling = SamplingParams(max_tokens=args.completion, ignore_eos=True, detokenize=False, temperature=1.0)
     batch = [{"prompt_token_ids": p} for p in prompts]
     llm.generate(batch[:2], sampling, use_tqdm=False)  # warm-up
@@ -313,7 +322,8 @@ def _vllm_rate(args: argparse.Namespace, prompts: list[list[int]], step_call: in
     llm.generate(batch[:step_call], sampling, use_tqdm=False)
     call = time.perf_counter() - t
     generated = sum(len(o.outputs[0].token_ids) for o in outs)
-    return {"engine": "vllm", "model": "Qwen3-8B shape, dummy weights", "startup_s": round(startup, 1),
+    return {"engine": f"vllm {vllm.__version__}", "model": f"Qwen3-8B shape, dummy weights, {loaded}",
+            "startup_s": round(startup, 1),
             "wall_s": round(wall, 2), "generated": generated, "step_call_s": round(call, 2)}  # fmt: skip
 
 
@@ -323,6 +333,9 @@ def _hf_rate(args: argparse.Namespace, prompts: list[list[int]], step_call: int)
     device = _device(args.smoke)
     shape = SMOKE if args.smoke else SHAPE
     model = _qwen3(shape, device).eval()
+    import transformers
+
+    print(f"rate: transformers {transformers.__version__} (not vLLM), model class {type(model).__name__}", flush=True)
     ids = torch.tensor(prompts, device=device)
 
     def generate(n: int) -> float:

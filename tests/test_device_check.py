@@ -40,3 +40,24 @@ def test_device_check_script_parses_and_its_parts_run_on_a_tiny_shape(tmp_path):
         cwd=REPO, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert "| act | steps 2" in table and "| megatron | not run or failed" in table
+
+
+def test_the_rate_parts_model_config_loads_as_a_causal_lm(tmp_path):
+    """The config the rate part hands vLLM, saved and read back as vLLM reads it: it names Qwen3ForCausalLM (vLLM
+    maps a config without ``architectures`` from its model_type, and ``qwen3`` alone is the pooling Qwen3Model,
+    vLLM 0.20.0 ``transformers_utils/config.py:743-753``), and transformers builds that class from it (on the meta
+    device: the 8B shape allocates nothing)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import device_check
+
+    device_check._qwen3_config(device_check.SHAPE_8B, tied=False).save_pretrained(tmp_path)
+    config = AutoConfig.from_pretrained(tmp_path)
+    assert config.architectures == ["Qwen3ForCausalLM"] and config.model_type == "qwen3"
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    assert type(model).__name__ == "Qwen3ForCausalLM" and model.config.tie_word_embeddings is False
+    params = sum(p.numel() for p in model.parameters())
+    assert 8.0e9 < params < 8.4e9  # Qwen3-8B: 8.2B parameters
