@@ -63,7 +63,7 @@ def test_the_pin_names_the_release_its_commit_and_the_config_loads_it():
     assert len(pin.commit) == 40 and int(pin.commit, 16) and pin.version == pin.release.removeprefix("v")
 
 
-def test_a_checkout_and_its_git_archive_are_checked_by_commit(pinned, tmp_path):
+def test_a_checkout_and_its_git_archive_are_checked_by_commit(pinned, tmp_path, monkeypatch):
     root, commit, pin = pinned
     archive = tmp_path / "nemo-rl.tar.gz"
     _git(root, "archive", "--format=tar.gz", "--prefix=RL-0.7.0/", "-o", str(archive), "HEAD")
@@ -75,12 +75,13 @@ def test_a_checkout_and_its_git_archive_are_checked_by_commit(pinned, tmp_path):
     # installed into a venv: the archive unpacked under its src/, the checkout used where it is, each on a .pth
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    monkeypatch.chdir(tmp_path)  # the venv named relative to the working folder, as the Makefile names it
     for spec, where in ((archive, venv / "src" / f"nemo-rl-{commit[:12]}"), (root, root.resolve())):
-        got = nemo_rl_source.install(nemo_rl_source.read_source(spec), venv)
+        got = nemo_rl_source.install(nemo_rl_source.read_source(spec), Path("venv"))
         assert got == where and (got / "nemo_rl" / "package_info.py").is_file()
         imported = subprocess.run(
             [str(venv / "bin" / "python"), "-c", "import nemo_rl; print(nemo_rl.__file__)"],
-            capture_output=True, text=True, check=True,
+            capture_output=True, text=True, check=True, cwd="/",
         ).stdout  # fmt: skip
         assert imported.startswith(str(where))
 

@@ -186,7 +186,7 @@ def install(source: Source, venv: Path) -> Path:
     Returns:
         The NeMo-RL root (``NEMO_RL_DIR``: its ``examples/configs`` are the recipes' bases).
     """
-    root = source.path
+    root, venv = source.path, venv.resolve()  # absolute: a .pth line is read relative to site-packages
     if source.kind == "archive":
         root = venv / "src" / f"nemo-rl-{(source.commit or source.version or 'unknown')[:12]}"
         if not (root / PACKAGE_INFO).is_file():
