@@ -121,6 +121,24 @@ def test_imap_replays_a_hung_call_then_reports_it_failed():
     assert pool.restarts == 2
 
 
+class BrokenInstall:
+    """An env whose construction fails as a missing package or model does (WebShop without its spaCy model)."""
+
+    def __init__(self) -> None:
+        raise OSError("[E050] Can't find model 'en_core_web_sm'")
+
+
+def test_an_env_that_cannot_be_built_is_an_error_naming_why_not_a_restart_loop():
+    """Every call is answered with the construction's error (before: the worker died, was restarted
+    ``max_restarts`` times per call, and each episode was counted lost with no reason)."""
+    with EnvPool(BrokenInstall, workers=1, envs_per_worker=1) as pool:
+        results = list(pool.imap([(t, "play", (t,)) for t in ("a", "b")], 2))
+        with pytest.raises(RuntimeError, match="building the env failed: OSError: .*en_core_web_sm"):
+            pool.run({0: ("reset", ("a", 0))})
+    assert [(k, status) for k, status, _ in results] == [("a", "error"), ("b", "error")]
+    assert "building the env failed: OSError: [E050]" in results[0][2] and pool.restarts == 0
+
+
 @pytest.mark.parametrize("hang_on", ["reset", "step"])
 def test_evaluation_records_a_hung_episode_as_failed_and_finishes_the_rest(hang_on, tmp_path):
     from functools import partial

@@ -82,7 +82,12 @@ def with_deadline(target: Any, seconds: float | None) -> Any:
 def _worker(conn, factory: Callable[[], Any], n_envs: int, call_timeout: float | None) -> None:
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     _arm(call_timeout)  # building an env (a JVM start) has the same deadline
-    envs = [with_deadline(factory(), call_timeout) for _ in range(n_envs)]  # and every call on it
+    envs: list[Any] = []
+    failure = None
+    try:
+        envs = [with_deadline(factory(), call_timeout) for _ in range(n_envs)]  # and every call on it
+    except Exception as err:  # a missing package or file: every call is answered with it (no restart loop)
+        failure = ("error", f"building the env failed: {type(err).__name__}: {err}")
     _disarm(call_timeout)
     try:
         while True:
@@ -90,7 +95,7 @@ def _worker(conn, factory: Callable[[], Any], n_envs: int, call_timeout: float |
             if msg is None:
                 break
             for command in msg:  # one answer per call, as each finishes: the parent's deadline is per call
-                conn.send(_run_commands(envs, [command])[0])
+                conn.send(failure or _run_commands(envs, [command])[0])
     finally:
         for env in envs:
             env.close()
