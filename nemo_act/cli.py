@@ -378,6 +378,18 @@ def cmd_cluster_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_webshop_setup(args: argparse.Namespace) -> int:
+    """Prepare a WebShop checkout for a protocol: product files, WebShop's conversion, pyserini's index, checked."""
+    from nemo_act.benchmarks.webshop_setup import SetupError, prepare
+
+    try:
+        done = prepare(args.webshop_dir, args.data, args.protocol)
+    except SetupError as err:
+        raise UsageError(str(err)) from err
+    print(f"WebShop at {args.webshop_dir} ready for the {args.protocol} protocol: {done.indexed} products indexed")
+    return 0
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """Check a cluster recipe's layout and estimate memory per GPU; exit 1 when a rule refuses it."""
     from omegaconf import DictConfig, OmegaConf
@@ -622,6 +634,12 @@ def build_parser() -> argparse.ArgumentParser:
     _benchmark_option(p)
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
     p.set_defaults(func=cmd_checklist)
+
+    p = sub.add_parser("webshop-setup", help="prepare a WebShop checkout: product files, search index (checked)")
+    p.add_argument("--webshop-dir", required=True, help="your WebShop checkout (princeton-nlp/WebShop)")
+    p.add_argument("--data", required=True, help="folder with the protocol's product files")
+    p.add_argument("--protocol", choices=["small", "full"], default="small", help="small: 1,000 products")
+    p.set_defaults(func=cmd_webshop_setup)
 
     p = sub.add_parser("report", help="results table and plots of finished runs")
     p.add_argument("runs", nargs="+", help="run folders")

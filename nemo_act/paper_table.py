@@ -57,12 +57,13 @@ class Column:
     benchmark: str = ""
     split: str = ""
     metric: str = ""
+    protocol: tuple[tuple[str, str], ...] = ()  # benchmark config values an evaluation must have had (the paper's)
 
 
 COLUMNS = (
     Column("alfworld_id", "ALFWorld ID success %", "env", "alfworld", "valid_seen", "completion"),
     Column("alfworld_ood", "ALFWorld OOD success %", "env", "alfworld", "valid_unseen", "completion"),
-    Column("webshop", "WebShop success %", "env", "webshop", "test", "completion"),
+    Column("webshop", "WebShop success %", "env", "webshop", "test", "completion", (("protocol", "full"),)),
     Column("scienceworld", "ScienceWorld score", "env", "scienceworld", "test", "score"),
     Column("math500", "MATH-500 %", "reasoning", "math500"),
     Column("gpqa", "GPQA-Diamond %", "reasoning", "gpqa"),
@@ -92,7 +93,12 @@ def cells_of(run_dir: str | Path) -> tuple[str, dict[str, Cell]]:
     extra = [json.loads(p.read_text()) for p in sorted(run_dir.glob("eval_*/summary.json"))]
     for ev in _final_eval(run) + extra:
         for col in COLUMNS:
-            if col.source == "env" and ev.get("benchmark") == col.benchmark and ev.get("split") == col.split:
+            if (
+                col.source == "env"
+                and ev.get("benchmark") == col.benchmark
+                and ev.get("split") == col.split
+                and all(ev.get("benchmark_config", {}).get(k, v) == v for k, v in col.protocol)
+            ):  # an evaluation under another protocol (WebShop small) is not the paper's number
                 cells[col.key] = (ev[f"{col.metric}_mean"], ev[f"{col.metric}_std"])
     for col in COLUMNS:
         summary = run_dir / "reasoning" / col.benchmark / "summary.json"

@@ -110,3 +110,20 @@ def test_report_on_runs_outside_the_papers_columns_writes_no_empty_paper_table(t
     assert "the paper's layout: not written, no run has a result in its columns (ALFWorld ID" in out.out
     assert not list((tmp_path / "out").glob("paper_table.*")) and "UserWarning" not in out.err
     assert (tmp_path / "out" / "report.md").is_file()
+
+
+def test_a_webshop_small_evaluation_is_not_the_papers_webshop_number(tmp_path):
+    """An evaluation summary records its benchmark block: the small protocol's WebShop (1,000 products, synthetic
+    goals) never fills the paper's WebShop column (human goals 0-499 of the full catalog); the full one does."""
+    from nemo_act.config import load_config
+
+    small = load_config(overrides=["benchmark=webshop", "benchmark.protocol=small"]).benchmark
+    full = load_config(overrides=["benchmark=webshop"]).benchmark
+    runs = [
+        _run(tmp_path, name, "act_il", {"02_il": _env("webshop", "test", 50, 40) | {
+            "benchmark_title": b.title, "benchmark_config": b.model_dump(mode="json")}})
+        for name, b in (("small", small), ("full", full))
+    ]  # fmt: skip
+    assert small.title == "WebShop-small" and full.title == "WebShop"  # report.py's columns go by title
+    assert paper_table.cells_of(runs[0]) == ("act_il", {})
+    assert paper_table.cells_of(runs[1]) == ("act_il", {"webshop": (40, 1.0)})

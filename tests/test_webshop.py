@@ -163,6 +163,7 @@ def test_evaluation_wiring_on_a_stand_in_text_env(cfg, tmp_path, monkeypatch):
     from nemo_act.generation import RandomGenerator
 
     monkeypatch.setattr(sys, "path", [str(Path(__file__).parent / "stand_ins"), *sys.path])  # spawned workers too
+    monkeypatch.delenv("WEBSHOP_DIR", raising=False)  # the stand-in, not a real checkout a user may have set
     ws = load_config(overrides=["benchmark=webshop"])
     res = evaluate_policy(
         RandomGenerator(),
@@ -249,3 +250,59 @@ def test_reflection_recipes_stop_at_once_on_human_demonstrations_and_take_expert
     write_jsonl(played, [t.model_copy(update={"variation": 0}) for t in read_jsonl(played, Trajectory)][:1])
     runner.experts("experts")  # the file changed: imported again
     assert read_manifest(experts)["counts"]["episodes"] == 1
+
+
+def test_the_small_protocol_splits_goals_by_index_and_plays_its_experts():
+    """``benchmark.protocol=small``: WebShop's synthetic goals split by index (test 0-499 as verl-agent's, dev,
+    train), experts played live (the full protocol reads the human demonstrations)."""
+    from nemo_act.benchmarks.webshop import episodes
+    from nemo_act.config import load_config
+
+    small = load_config(overrides=["benchmark=webshop", "benchmark.protocol=small"]).benchmark
+    full = load_config(overrides=["benchmark=webshop"]).benchmark
+    assert (small.live_experts, full.live_experts, full.protocol) == (True, False, "full")
+    assert episodes(small, "test", None, None) == [("goal", i) for i in range(500)]
+    assert episodes(small, "train", None, 3) == [("goal", 1000), ("goal", 1001), ("goal", 1002)]
+    assert episodes(small, "dev", ["512"], None) == [("goal", 512)]
+    assert episodes(small, "human", ["0", "4"], None) == [("human", 0), ("human", 4)]
+    assert episodes(full, "test", None, None)[-1] == ("goal", 499)
+    with pytest.raises(ValueError, match=r"goals \[700\] are not in split 'test' \(goals 0-499\)"):
+        episodes(small, "test", ["700"], None)
+    with pytest.raises(ValueError, match="unknown WebShop split 'valid'.*test, dev, train, or human"):
+        episodes(small, "valid", None, None)
+
+
+def test_the_full_protocol_refuses_a_checkout_with_only_the_small_catalog(tmp_path):
+    """A checkout laid out as WebShop's (``web_agent_site/``, ``data/``) with only the 1,000-product files: the
+    full protocol stops before any env is built, saying why; the small one asks WebShop for 1,000 products."""
+    from nemo_act.benchmarks.webshop import _server_kwargs, webshop_root
+    from nemo_act.config import load_config
+
+    (tmp_path / "web_agent_site").mkdir()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "items_shuffle_1000.json").write_text("[]")
+    full = load_config(overrides=["benchmark=webshop", f"benchmark.webshop_dir={tmp_path}"]).benchmark
+    with pytest.raises(FileNotFoundError, match=r"lacks items_shuffle.json, items_ins_v2.json.*13 products only"):
+        _server_kwargs(full, "goal")
+    small = full.model_copy(update={"protocol": "small"})
+    assert _server_kwargs(small, "goal") == {"num_products": 1000, "human_goals": False}
+    assert _server_kwargs(small, "human") == {"num_products": 1000, "human_goals": True}
+    (tmp_path / "data" / "items_shuffle.json").write_text("[]")
+    (tmp_path / "data" / "items_ins_v2.json").write_text("{}")
+    assert _server_kwargs(full, "goal") == {
+        "human_goals": True,
+        "file_path": str(tmp_path / "data" / "items_shuffle.json"),
+    }
+    with pytest.raises(FileNotFoundError, match="no web_agent_site/ there"):
+        webshop_root(full.model_copy(update={"webshop_dir": str(tmp_path / "data")}))
+
+
+def test_the_gold_policys_drops_are_printed_by_reason():
+    from nemo_act.benchmarks.webshop import expert_summary
+
+    line = expert_summary({"gold_bought": 91, "gold_own_product_below_1": 8, "gold_not_found": 1, "won": 91})
+    assert line == [
+        "gold policy: 91 bought at reward 1.0; dropped: 1 the search never listed the goal's product; "
+        "8 WebShop's reward scores the goal's own product and options below 1"
+    ]
+    assert expert_summary({"won": 3}) == []

@@ -13,7 +13,8 @@ A benchmark is one module plus one ``conf/benchmark/<name>.yaml`` whose ``adapte
   ``(Trajectory, counts | None, attempts)`` (experts played live in a pool worker), or
   ``read_experts(cfg, split) -> (list[Trajectory], params)`` (experts read from files);
 * ``LIVE_EXPERT_ACTION``: whether its live env proposes the expert's next action itself (ALFWorld);
-* optionally ``expert_summary(counts) -> list[str]``: lines ``nemo-act experts`` prints about its own counts.
+* optionally ``expert_summary(counts) -> list[str]``: lines ``nemo-act experts`` prints about its own counts;
+* optionally ``plays_live(cfg) -> bool``: for a module with both kinds of expert data, which one a config uses.
 
 :class:`BenchmarkAdapter`, :class:`LiveExperts`, :class:`FileExperts` and :class:`BenchmarkEnv` type these
 (``typing.Protocol``); :func:`adapter` checks a module against them when it is first named and says what is
@@ -188,8 +189,15 @@ def check_env(env: Any, where: str) -> Any:
 
 
 def plays_experts(cfg: Any) -> bool:
-    """Whether a benchmark's experts are played in its live env (``play_expert``), not read from files."""
-    return hasattr(adapter_of(cfg), "play_expert")
+    """Whether a benchmark's experts are played in its live env (``play_expert``), not read from files.
+
+    An adapter with both ways says which one a config takes with ``plays_live(cfg)`` (WebShop: its protocol).
+    """
+    module = adapter_of(cfg)
+    if not hasattr(module, "play_expert"):
+        return False
+    choose = getattr(module, "plays_live", None)
+    return bool(choose(cfg)) if callable(choose) else True
 
 
 @cache

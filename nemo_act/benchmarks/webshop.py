@@ -18,9 +18,19 @@ and product ASINs lower-cased, option values as the catalog spells them after We
 normalisation) as ``click[...]``, and ``search[<query>]`` where the page has a search bar. The ACT
 reward has no admissibility term on WebShop (the paper; docs/method.md): that open template is why.
 
-**Evaluation** runs the real ``WebAgentTextEnv`` (``observation_mode="text"``, human goals 0-499),
-which needs a full WebShop install (the ``web_agent_site`` package, its product files, search index
-and spaCy model); :class:`EpisodeEnv` says so when it is missing.
+**The real env** is WebShop's own ``WebAgentTextEnv`` (``observation_mode="text"``) from the user's WebShop
+checkout (``benchmark.webshop_dir`` / ``$WEBSHOP_DIR``: its ``web_agent_site``, ``data/`` and ``search_engine``
+index; ``nemo-act webshop-setup`` prepares one), in one of two protocols (``benchmark.protocol``, recorded in
+every manifest through the benchmark block):
+
+* ``full`` (the paper's): human goals 0-499 of the full catalog are the test set; experts are the human
+  demonstrations. It needs the full download (``data/items_shuffle.json``, ``items_ins_v2.json``) and refuses
+  the 1,000-product catalog, which holds the human goals of 13 products only.
+* ``small`` (what runs anywhere, as verl-agent's WebShop setup does): ``num_products=1000`` and WebShop's
+  synthetic goals (6,910 on that catalog, shuffled by WebShop with its fixed seed 233), split by goal index
+  (``benchmark.small_splits``: test 0-499 as verl-agent's evaluation, dev 500-999, train from 1000), plus the
+  ``human`` split: the human goals that exist for those products. Experts are played in the env by a gold
+  policy that follows the goal (:func:`play_expert`). Its results are WebShop-small's, never the paper's.
 """
 
 from __future__ import annotations
@@ -28,12 +38,14 @@ from __future__ import annotations
 import functools
 import json
 import os
+import random
 import re
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nemo_act.benchmarks.base import Observation
 from nemo_act.config.schema import BenchmarkConfigBase
@@ -51,10 +63,27 @@ ADAPTER_VERSION = 1  # webshop: bump when what its experts record changes
 
 
 class WebShopConfig(BenchmarkConfigBase):
-    """WebShop: human-demonstration reader, and the text env of a full WebShop install."""
+    """WebShop: human-demonstration reader, and WebShop's own text env from the user's checkout."""
 
     name: Literal["webshop"]
+    protocol: Literal["full", "small"] = Field(
+        description="full: the paper's (human goals 0-499, full catalog, human demonstrations); small: 1,000 "
+        "products, synthetic goals split by small_splits, experts played by the gold policy."
+    )
+    webshop_dir: str | None = Field(description="The user's WebShop checkout (None: $WEBSHOP_DIR, else on the path).")
+    small_splits: dict[str, tuple[int, int]] = Field(
+        description="small protocol: split -> [first, end) goal indices of WebShop's synthetic goals."
+    )
     data_dir: str | None = Field(description="WebShop folder (None: $WEBSHOP_DATA).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _small_has_its_own_title(cls, value: Any) -> Any:
+        """The small protocol's results go under a title of their own: tables never mix them with the paper's."""
+        if isinstance(value, dict) and value.get("protocol") == "small" and value.get("title") == "WebShop":
+            value = {**value, "title": "WebShop-small"}
+        return value
+
     demonstrations: str = Field(description="Human-session logs (all_trajs/*.jsonl), relative to data_dir.")
     catalog: str = Field(description="Product file in items_shuffle format, relative to data_dir.")
 
@@ -304,29 +333,137 @@ def available_actions(info: dict) -> list[str]:
 
 
 def goal_episodes(split: str, goals: Sequence[int] | None = None) -> list[tuple[str, int]]:
-    """Evaluation episodes: human goals 0-499 (the protocol's 500) as ``("goal", index)``."""
+    """The full protocol's evaluation episodes: human goals 0-499 (the protocol's 500) as ``("goal", index)``."""
     if split != "test":
         raise ValueError(f"unknown WebShop split '{split}'; evaluation uses 'test' (goals 0-499)")
     return [("goal", g) for g in (range(500) if goals is None else goals)]
 
 
-class EpisodeEnv:
-    """The real WebShop text env (needs the user's full WebShop install; see the module docstring)."""
+def small_episodes(
+    cfg: WebShopConfig, split: str, goals: Sequence[int] | None, max_variations: int | None
+) -> list[tuple[str, int]]:
+    """The small protocol's episodes.
 
-    def __init__(self, cfg) -> None:
-        try:
-            from web_agent_site.envs import WebAgentTextEnv
-        except ImportError as err:
-            raise RuntimeError(
-                "WebShop evaluation needs a full WebShop install (princeton-nlp/WebShop: web_agent_site, its "
-                "product files, search index and spaCy en_core_web_lg) on PYTHONPATH; see README 'WebShop'"
-            ) from err
+    ``("goal", i)`` for synthetic goal ``i`` of the split's range (the first ``max_variations`` of it when set),
+    ``("human", i)`` for the ``human`` split (its size is the env's).
+    """
+    if split == "human":
+        if goals is None:
+            raise ValueError("WebShop small protocol, split 'human': name the goals (tasks: their indices)")
+        return [("human", g) for g in goals]
+    if split not in cfg.small_splits:
+        raise ValueError(
+            f"unknown WebShop split '{split}' (benchmark.small_splits: {', '.join(cfg.small_splits)}, or human)"
+        )
+    first, end = cfg.small_splits[split]
+    if goals is not None:
+        outside = [g for g in goals if not first <= g < end]
+        if outside:
+            raise ValueError(f"WebShop goals {outside} are not in split '{split}' (goals {first}-{end - 1})")
+        return [("goal", g) for g in goals]
+    indices = range(first, end if max_variations is None else min(end, first + max_variations))
+    return [("goal", g) for g in indices]
+
+
+def webshop_root(cfg: WebShopConfig) -> Path | None:
+    """The user's WebShop checkout (``benchmark.webshop_dir``, else ``$WEBSHOP_DIR``), None where neither is set.
+
+    Raises:
+        FileNotFoundError: The folder named holds no ``web_agent_site`` (not a WebShop checkout).
+    """
+    root = cfg.webshop_dir or os.environ.get("WEBSHOP_DIR")
+    if not root:
+        return None
+    path = Path(root).expanduser().resolve()
+    if not (path / "web_agent_site").is_dir():
+        raise FileNotFoundError(
+            f"benchmark.webshop_dir / WEBSHOP_DIR = {root}: no web_agent_site/ there (a checkout of WebShop, "
+            "princeton-nlp/WebShop; docs/benchmarks.md 'WebShop')"
+        )
+    return path
+
+
+GOAL_SEED = 233  # WebShop's own goal-shuffle seed, also taken for the price caps it draws before
+FULL_FILES = ("items_shuffle.json", "items_ins_v2.json")  # the full catalog's products and attributes
+SMALL_FILES = ("items_shuffle_1000.json", "items_ins_v2_1000.json")  # WebShop's utils.py defaults
+
+
+def _text_env_class(cfg: WebShopConfig) -> type:
+    """WebShop's ``WebAgentTextEnv``, imported from the user's checkout (put first on this process's path)."""
+    root = webshop_root(cfg)
+    if root is not None and str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        from web_agent_site.envs import WebAgentTextEnv
+    except (ImportError, OSError) as err:  # OSError: spaCy's "Can't find model 'en_core_web_sm'"
+        where = f"the WebShop checkout {root}" if root else "the path (set benchmark.webshop_dir or WEBSHOP_DIR)"
+        raise RuntimeError(
+            f"WebShop's text env does not import from {where}: {err}. It needs WebShop's packages (pyserini, "
+            "spaCy with en_core_web_sm, flask, bs4, cleantext, rank_bm25, thefuzz, gym) and a prepared checkout "
+            "(nemo-act webshop-setup); docs/benchmarks.md 'WebShop'"
+        ) from err
+    return WebAgentTextEnv
+
+
+def _server_kwargs(cfg: WebShopConfig, goals: str) -> dict[str, Any]:
+    """``WebAgentTextEnv`` arguments of a goal set: ``goal`` (the protocol's) or ``human`` (small's human goals).
+
+    Raises:
+        FileNotFoundError: The full protocol on a checkout without the full catalog, saying why and what to use.
+    """
+    if cfg.protocol == "small":
+        return {"num_products": 1000, "human_goals": goals == "human"}
+    root = webshop_root(cfg)
+    if root is not None:
+        data = root / "data"
+        missing = [name for name in FULL_FILES if not (data / name).is_file()]
+        if missing:
+            raise FileNotFoundError(
+                f"benchmark.protocol=full reads human goals 0-499 of the full catalog, and {data} lacks "
+                f"{', '.join(missing)}; the 1,000-product catalog holds the human goals of 13 products only, so "
+                "goals 0-499 do not exist there: use benchmark.protocol=small, or prepare the full download "
+                "(nemo-act webshop-setup --protocol full)"
+            )
+        return {"human_goals": True, "file_path": str(data / FULL_FILES[0])}
+    return {"human_goals": True}
+
+
+class EpisodeEnv:
+    """WebShop's own text env (the user's checkout; see the module docstring), one per goal set it is asked for."""
+
+    def __init__(self, cfg: WebShopConfig) -> None:
         self.cfg = cfg
-        self.env = WebAgentTextEnv(observation_mode="text", human_goals=True)
+        self._cls = _text_env_class(cfg)
+        self._envs: dict[str, Any] = {}
+        self.env: Any = None
         self.task_description = ""
 
+    def _env_for(self, goals: str) -> Any:
+        if goals not in self._envs:
+            kwargs = _server_kwargs(self.cfg, goals)
+            if "file_path" in kwargs:  # the full catalog's attributes: WebShop reads them from a module constant
+                import web_agent_site.engine.engine as engine
+
+                engine.DEFAULT_ATTR_PATH = str(Path(kwargs["file_path"]).with_name(FULL_FILES[1]))
+            # WebShop draws each synthetic goal's price cap from Python's global `random` before it seeds it
+            # (web_agent_site/engine/goal.py:76-81, seed(233) only after, envs/web_agent_text_env.py:334-336):
+            # seeded here first, goal i has the same instruction in every process (experts, workers, reruns)
+            random.seed(GOAL_SEED)
+            self._envs[goals] = self._cls(observation_mode="text", **kwargs)
+        return self._envs[goals]
+
+    def goals(self, task: str) -> list[dict[str, Any]]:
+        """The goal list a task's episodes index (WebShop's, after its own fixed shuffle)."""
+        return self._env_for(task).server.goals
+
     def reset(self, task: str, variation: int) -> Observation:
-        """Start the episode of human goal ``variation``."""
+        """Start the episode of goal ``variation`` (``task``: ``goal``, or ``human`` for small's human goals)."""
+        self.env = self._env_for(task if self.cfg.protocol == "small" else "goal")
+        count = len(self.env.server.goals)
+        if not 0 <= variation < count:
+            raise IndexError(
+                f"WebShop ({self.cfg.protocol} protocol, {task} goals) has goals 0-{count - 1}, not {variation}"
+            )
         obs, _ = self.env.reset(session=variation)
         self.task_description = self.env.get_instruction_text()
         return self._view(obs, 0.0, False)
@@ -349,6 +486,72 @@ class EpisodeEnv:
         """Nothing to stop (the env is in-process)."""
 
 
+GOLD = "webshop-gold"
+MAX_RESULT_PAGES = 5  # SEARCH_RETURN_N 50 results, 10 a page (engine.py: SEARCH_RETURN_N, PRODUCT_WINDOW)
+
+
+def _gold_queries(goal: dict[str, Any]) -> list[str]:
+    """What the gold policy searches, in turn: the instruction as given, then the product's own title."""
+    return list(dict.fromkeys(q for q in (goal["instruction_text"], str(goal.get("name") or "")) if q.strip()))
+
+
+def play_gold(env: EpisodeEnv, task: str, variation: int, split: str, max_steps: int) -> tuple[Trajectory, str]:
+    """Play one goal with the gold policy: search, open the goal's product, choose its options, buy.
+
+    Searches the instruction, then the product's title, paging through the results (``next >``) until the goal's
+    product is listed; then clicks it, each of the goal's option values, and ``buy now``. Every step records the
+    env's own observation and available actions.
+
+    Returns:
+        The trajectory (``success``: WebShop's reward 1.0) and the outcome: ``bought``, ``not_found`` (no search
+        listed the product), ``option_not_listed`` (a goal option the item page does not offer), ``step_cap``.
+    """
+    obs = env.reset(task, variation)
+    goal = env.goals(task)[variation]
+    steps: list[Step] = []
+
+    def take(action: str) -> None:
+        nonlocal obs
+        listed = action in obs.admissible or (action.startswith("search[") and SEARCH_ACTION in obs.admissible)
+        before = obs
+        obs = env.step(action)
+        steps.append(Step(observation=before.observation, action=action, admissible_actions=before.admissible,
+                          action_admissible=listed, score=obs.score))  # fmt: skip
+
+    def trajectory() -> Trajectory:
+        return Trajectory(
+            trajectory_id=f"webshop/{task}/{variation}", benchmark="webshop", task_id=task, variation=variation,
+            split=split, task_description=env.task_description, steps=steps or [Step(
+                observation=obs.observation, action="(none)", admissible_actions=obs.admissible,
+                action_admissible=False)],
+            score=obs.score, success=obs.done and obs.score >= 100.0, source=GOLD,
+        )  # fmt: skip
+
+    product = f"click[{goal['asin'].lower()}]"
+    for query in _gold_queries(goal):
+        if steps:
+            take("click[back to search]")
+        take(f"search[{query}]")
+        for _ in range(MAX_RESULT_PAGES - 1):
+            if product in obs.admissible or "click[next >]" not in obs.admissible:
+                break
+            take("click[next >]")
+        if product in obs.admissible:
+            break
+    if product not in obs.admissible:
+        return trajectory(), "not_found"
+    take(product)
+    for value in (goal.get("goal_options") or {}).values():
+        option = f"click[{str(value).lower()}]"
+        if option not in obs.admissible:
+            return trajectory(), "option_not_listed"
+        take(option)
+    take("click[buy now]")
+    if len(steps) > max_steps:
+        return trajectory(), "step_cap"
+    return trajectory(), "bought"
+
+
 # ---- the benchmark protocol (nemo_act/benchmarks/base.py) ------------------------------------------------------
 CONFIG = WebShopConfig
 LIVE_EXPERT_ACTION = False
@@ -357,8 +560,50 @@ LIVE_EXPERT_ACTION = False
 def episodes(
     cfg: WebShopConfig, split: str, tasks: Sequence[str] | None, max_variations: int | None
 ) -> list[tuple[str, int]]:
-    """Human goals 0-499 (``tasks``: goal indices)."""
-    return goal_episodes(split, [int(t) for t in tasks] if tasks else None)
+    """full: human goals 0-499; small: the split's synthetic goals (``tasks``: goal indices, both)."""
+    goals = [int(t) for t in tasks] if tasks else None
+    if cfg.protocol == "small":
+        return small_episodes(cfg, split, goals, max_variations)
+    return goal_episodes(split, goals)
+
+
+def plays_live(cfg: WebShopConfig) -> bool:
+    """Experts: played in the env by the gold policy (small protocol), else the human demonstrations."""
+    return cfg.protocol == "small"
+
+
+def expert_env(cfg: WebShopConfig) -> EpisodeEnv:
+    """The env the gold policy plays in."""
+    return EpisodeEnv(cfg)
+
+
+def play_expert(
+    env: EpisodeEnv, cfg: WebShopConfig, task: str, variation: int, split: str
+) -> tuple[Trajectory, dict[str, int], int]:
+    """One gold-policy episode (:func:`play_gold`) and its outcome counted (``gold_<outcome>``)."""
+    traj, outcome = play_gold(env, task, variation, split, cfg.max_steps)
+    if outcome == "bought" and not traj.success:
+        # the goal's own product with the goal's own options, scored below 1 by WebShop's reward: its option
+        # score compares the goal's (name, value) pairs, not the values, with the bought values
+        # (web_agent_site/engine/goal.py:238-242), so a value that normalize_color changes ('1877black' ->
+        # 'black') never matches; no policy can reach 1.0 on such a goal
+        outcome = "own_product_below_1"
+    return traj, {f"gold_{outcome}": 1}, 1
+
+
+def expert_summary(counts: dict[str, Any]) -> list[str]:
+    """What ``nemo-act experts`` prints of the gold policy: episodes kept, and why the others were dropped."""
+    gold = {k.removeprefix("gold_"): v for k, v in counts.items() if k.startswith("gold_")}
+    if not gold:
+        return []
+    reasons = {
+        "not_found": "the search never listed the goal's product",
+        "option_not_listed": "a goal option the product page does not offer",
+        "step_cap": "over benchmark.max_steps",
+        "own_product_below_1": "WebShop's reward scores the goal's own product and options below 1",
+    }
+    dropped = "; ".join(f"{n} {reasons.get(k, k)}" for k, n in sorted(gold.items()) if k != "bought") or "none"
+    return [f"gold policy: {gold.get('bought', 0)} bought at reward 1.0; dropped: {dropped}"]
 
 
 def env_factory(cfg: WebShopConfig, expert: bool) -> Callable[[], EpisodeEnv]:

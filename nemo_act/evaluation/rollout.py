@@ -612,6 +612,7 @@ def evaluate_policy(
         "policy": generator.name,
         "benchmark": bench.name,
         "benchmark_title": bench.title,
+        "benchmark_config": bench.model_dump(mode="json"),  # which protocol it was (the paper table reads it)
         "split": split,
     }
     write_text_atomic(out_dir / "summary.json", json.dumps(result, indent=2) + "\n")

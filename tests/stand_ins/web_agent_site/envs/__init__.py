@@ -4,11 +4,21 @@ Follows princeton-nlp/WebShop @ 64fa2a5, ``web_agent_site/envs/web_agent_text_en
 returns ``(obs, None)`` (l. 240-260); ``step`` lower-cases the argument, searches only with a non-empty
 ``search[...]``, clicks only a listed clickable other than ``search``, does nothing on any other action and
 returns ``(obs, reward, done, info)`` (l. 86-125); ``get_available_actions`` gives ``{has_search_bar,
-clickables}`` with button texts lower-cased (l. 127-148); ``get_instruction_text`` (l. 162). The pages,
-products and reward are ours (WebShop's need its catalog, search index and spaCy model).
+clickables}`` with button texts lower-cased (l. 127-148); ``get_instruction_text`` (l. 162); the goal list
+at ``env.server.goals`` (``SimServer``, l. 63 and 302-307: dicts with ``asin``, ``instruction_text``,
+``goal_options``, ...). The pages, products and reward are ours (WebShop's need its catalog, search index and
+spaCy model); its 500 goals stand for the full protocol's human goals 0-499.
 """
 
 RIGHT, WRONG = "b000000001", "b000000002"
+
+
+class _Server:
+    """The part of ``SimServer`` the adapter reads: its goal list."""
+
+    def __init__(self) -> None:
+        self.goals = [{"asin": RIGHT, "instruction_text": f"i need product one for goal {i}", "goal_options": {}}
+                      for i in range(500)]  # fmt: skip
 
 
 class WebAgentTextEnv:
@@ -16,6 +26,7 @@ class WebAgentTextEnv:
 
     def __init__(self, observation_mode="text", human_goals=True, **kwargs):
         self.page, self.asin, self.goal = "search", None, 0
+        self.server = _Server()
 
     def reset(self, session=None):
         self.page, self.asin, self.goal = "search", None, int(session or 0)

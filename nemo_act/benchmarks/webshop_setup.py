@@ -1,0 +1,122 @@
+"""Prepare a WebShop checkout for a protocol: its product files in ``data/``, its search index built and checked.
+
+``nemo-act webshop-setup --webshop-dir D --data DIR --protocol small|full`` does what WebShop's ``setup.sh`` does
+after its downloads (princeton-nlp/WebShop @ 64fa2a5, ``setup.sh:40-57``), from product files the user already
+has (``DIR``: ``../shared/benchmarks/webshop/data`` holds the 1,000-product set):
+
+1. the protocol's files are copied into ``D/data/`` under the names WebShop reads (``web_agent_site/utils.py:
+   9-16``); a missing one is refused by name before anything is written;
+2. WebShop's own conversion, ``search_engine/convert_product_file_format.py``, writes the search documents (for
+   the full catalog it is pointed at ``items_shuffle.json``, the file its README tells users to set by hand);
+3. pyserini's Lucene indexer builds the index WebShop's engine opens for the protocol (``engine.py:195-207``:
+   ``indexes_1k`` at 1,000 products, ``indexes`` for the full catalog), with the flags of ``run_indexing.sh``;
+4. the index is opened with pyserini's ``LuceneSearcher`` and must hold one document per product.
+
+It runs in this Python, which must have WebShop's packages (pyserini 0.17.0 with Java 17, spaCy, ...:
+docs/benchmarks.md 'WebShop'); WebShop's scripts run as child processes in the checkout, as its setup runs them.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+PROTOCOL_FILES = {
+    # protocol -> (our name in the data folder, the name WebShop reads), products first
+    "small": [("items_shuffle_1000.json", "items_shuffle_1000.json"), ("items_ins_v2_1000.json",
+              "items_ins_v2_1000.json"), ("items_human_ins.json", "items_human_ins.json")],
+    "full": [("items_shuffle.json", "items_shuffle.json"), ("items_ins_v2.json", "items_ins_v2.json"),
+             ("items_human_ins.json", "items_human_ins.json")],
+}  # fmt: skip
+INDEX = {"small": ("resources_1k", "indexes_1k"), "full": ("resources", "indexes")}
+# search_engine/run_indexing.sh: python -m pyserini.index.lucene ... (one call per index)
+INDEX_FLAGS = ["--collection", "JsonCollection", "--generator", "DefaultLuceneDocumentGenerator", "--threads", "1",
+               "--storePositions", "--storeDocvectors", "--storeRaw"]  # fmt: skip
+
+
+class SetupError(RuntimeError):
+    """A file or folder the preparation needs is missing or wrong (one line, naming it)."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a preparation made."""
+
+    index: Path
+    documents: int
+    indexed: int
+
+
+def _check_inputs(webshop_dir: Path, data: Path, protocol: str) -> list[tuple[Path, Path]]:
+    """(source, destination) of every file, after checking all of them exist."""
+    if not (webshop_dir / "web_agent_site").is_dir() or not (webshop_dir / "search_engine").is_dir():
+        raise SetupError(f"--webshop-dir {webshop_dir}: not a WebShop checkout (no web_agent_site/ or search_engine/)")
+    pairs = [(data / ours, webshop_dir / "data" / theirs) for ours, theirs in PROTOCOL_FILES[protocol]]
+    missing = [str(src) for src, _ in pairs if not src.is_file()]
+    if missing:
+        raise SetupError(f"protocol {protocol} needs {', '.join(missing)} (not found; --data names their folder)")
+    return pairs
+
+
+def _run(cmd: list[str], cwd: Path, what: str, console: Console) -> None:
+    """Run a step of WebShop's setup; its output goes to a log beside the index, its failure names the log."""
+    log = cwd / f"nemo-act-{what}.log"
+    with console.status(f"{what} ..."), log.open("w") as fh:
+        done = subprocess.run(cmd, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
+    if done.returncode != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-15:])
+        raise SetupError(f"{what} failed (exit {done.returncode}; {log}):\n{tail}")
+    console.print(f"[green]done[/] {what} ({log.name})")
+
+
+def prepare(webshop_dir: str | Path, data: str | Path, protocol: str, console: Console | None = None) -> Prepared:
+    """Prepare ``webshop_dir`` for ``protocol`` from the product files in ``data`` (see the module docstring).
+
+    Raises:
+        SetupError: A missing file or a failed step, by name; an index that lacks products.
+    """
+    console = console or Console(stderr=True)
+    webshop_dir, data = Path(webshop_dir).resolve(), Path(data).resolve()
+    pairs = _check_inputs(webshop_dir, data, protocol)
+    (webshop_dir / "data").mkdir(exist_ok=True)
+    for src, dst in pairs:
+        if not (dst.is_file() and filecmp.cmp(src, dst, shallow=False)):
+            shutil.copyfile(src, dst)
+    console.print(f"[green]done[/] {len(pairs)} product files in {webshop_dir / 'data'}")
+    engine = webshop_dir / "search_engine"
+    resources, index = INDEX[protocol]
+    for folder in ("resources", "resources_100", "resources_1k", "resources_100k"):  # the script writes all four
+        (engine / folder).mkdir(exist_ok=True)
+    products = str(webshop_dir / "data" / PROTOCOL_FILES[protocol][0][1])
+    convert = (  # WebShop's script, its product file named as its README says to set it (utils.DEFAULT_FILE_PATH)
+        "import runpy, sys; sys.path.insert(0, '..'); import web_agent_site.utils as u; "
+        f"u.DEFAULT_FILE_PATH = {products!r}; runpy.run_path('convert_product_file_format.py', run_name='__main__')"
+    )
+    _run([sys.executable, "-c", convert], engine, "convert_product_file_format", console)
+    shutil.rmtree(engine / index, ignore_errors=True)
+    _run([sys.executable, "-m", "pyserini.index.lucene", "--input", resources, "--index", index, *INDEX_FLAGS],
+         engine, "pyserini_index", console)  # fmt: skip
+    with (engine / resources / "documents.jsonl").open() as fh:
+        documents = len({json.loads(line)["id"] for line in fh if line.strip()})
+    indexed = _count(engine / index)
+    if indexed != documents:
+        raise SetupError(f"{engine / index}: {indexed} documents indexed, {documents} products converted")
+    console.print(f"[green]done[/] {engine / index}: {indexed} products indexed, every one converted")
+    return Prepared(index=engine / index, documents=documents, indexed=indexed)
+
+
+def _count(index: Path) -> int:
+    """Documents in a Lucene index, as WebShop's engine opens it (pyserini's ``LuceneSearcher``)."""
+    code = "import sys; from pyserini.search.lucene import LuceneSearcher; print(LuceneSearcher(sys.argv[1]).num_docs)"
+    done = subprocess.run([sys.executable, "-c", code, str(index)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SetupError(f"{index}: pyserini cannot open the index: {done.stderr.strip().splitlines()[-1:]}")
+    return int(done.stdout.strip().splitlines()[-1])
