@@ -40,7 +40,7 @@ from rich.console import Console
 from nemo_act.benchmarks.base import adapter_of
 from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.data.io import read_all, read_jsonl, write_text_atomic
+from nemo_act.data.io import read_all, read_json, read_jsonl, write_text_atomic
 from nemo_act.data.manifest import file_sha256
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.engines import engine_for
@@ -68,12 +68,43 @@ def checkpoint_fingerprint(path: str) -> str:
     """Fingerprint of a starting checkpoint: a stage's own fingerprint, or a hub name / folder's files."""
     stage_file = Path(path) / "stage.json"
     if stage_file.exists():
-        return json.loads(stage_file.read_text())["fingerprint"]
+        return read_json(stage_file)["fingerprint"]
     folder = Path(path)
     if folder.is_dir():
         files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file())
         return _hash([str(folder.resolve()), files])
     return _hash(path)
+
+
+WEIGHT_FILES = ("*.safetensors", "*.bin")
+
+
+def weights_record(folder: Path) -> dict[str, list[Any]]:
+    """A checkpoint's weight files as ``{name: [size, mtime_ns, sha256]}`` (what ``stage.json`` keeps)."""
+    out: dict[str, list[Any]] = {}
+    for pattern in WEIGHT_FILES:
+        for p in sorted(folder.glob(pattern)):
+            st = p.stat()
+            out[p.name] = [st.st_size, st.st_mtime_ns, file_sha256(p)]
+    return out
+
+
+def weights_changed(folder: Path, recorded: dict[str, list[Any]]) -> str | None:
+    """What differs between a finished stage's weight files and its record, or None.
+
+    Sizes are always compared; a file's digest is computed again only when its modification time moved (a copy,
+    an edit), so skipping a finished 16 GB stage reads its weights only when something touched them.
+    """
+    names = {p.name for pattern in WEIGHT_FILES for p in folder.glob(pattern)}
+    if names != set(recorded):
+        return f"weight files {sorted(names)} where it finished with {sorted(recorded)}"
+    for name, (size, mtime, digest) in recorded.items():
+        st = (folder / name).stat()
+        if st.st_size != size:
+            return f"{name} is {st.st_size:,} bytes, {size:,} when it finished (cut short?)"
+        if st.st_mtime_ns != mtime and file_sha256(folder / name) != digest:
+            return f"{name} has other bytes than when it finished"
+    return None
 
 
 def stage_fingerprint(kind: str, init: str, data: Path, cfg: ExperimentConfig) -> str:
@@ -92,6 +123,24 @@ def stage_fingerprint(kind: str, init: str, data: Path, cfg: ExperimentConfig) -
             "thinking": cfg.model.enable_thinking,
             "seed": cfg.seed,
             **engine_for(cfg).fingerprint(cfg),
+        }
+    )
+
+
+def selection_fingerprint(checkpoint: str, heldout_pairs: Path, cfg: ExperimentConfig) -> str:
+    """Everything that makes a held-out selection result what it is (a finished one with it is reused)."""
+    stage_file = Path(checkpoint) / "stage.json"
+    weights = read_json(stage_file).get("weights") if stage_file.exists() else None  # a retrained stage's own
+    return _hash(
+        {
+            "checkpoint": checkpoint_fingerprint(checkpoint),
+            "weights": weights,
+            "pairs": file_sha256(heldout_pairs),
+            "sampling": cfg.eval.sampling.model_dump(),
+            "max_new_tokens": cfg.train.act.max_completion_length,
+            "prompt": cfg.prompt.model_dump(),
+            "thinking": cfg.model.enable_thinking,
+            "seed": cfg.seed,
         }
     )
 
@@ -119,7 +168,7 @@ def eval_fingerprint(checkpoint: str, cfg: ExperimentConfig) -> str:
 def stage_complete(folder: Path) -> bool:
     """True when a stage folder's ``stage.json`` says the stage finished."""
     marker = folder / "stage.json"
-    return marker.exists() and json.loads(marker.read_text())["complete"]
+    return marker.exists() and read_json(marker)["complete"]
 
 
 class PipelineRunner:
@@ -304,20 +353,24 @@ class PipelineRunner:
         fp = stage_fingerprint(kind, init, data, self.cfg)
         marker = out / "stage.json"
         if marker.exists():
-            info = json.loads(marker.read_text())
-            if info["fingerprint"] == fp and info["complete"]:
+            info = read_json(marker)
+            broken = weights_changed(out, info["weights"]) if info["complete"] and "weights" in info else None
+            if broken:  # the same inputs, but what it made is not there as it was: train it again
+                self.console.print(f"[yellow]restart[/] {out.name}: {broken}")
+                shutil.rmtree(out)
+            elif info["fingerprint"] == fp and info["complete"]:
                 self.console.print(f"[green]skip[/] {out.name}: finished with the same inputs and config")
                 shutil.rmtree(out / "checkpoints", ignore_errors=True)  # left by a kill right after the marker
                 self.log["stages"].append({"stage": out.name, "status": "skipped", "path": str(out)})
                 self._event("stage", stage=out.name, status="skipped")
                 return str(out)
-            if info["fingerprint"] != fp:
+            elif info["fingerprint"] != fp:
                 self.console.print(f"[yellow]restart[/] {out.name}: inputs or config changed")
                 shutil.rmtree(out)
         resumed = (out / "checkpoints").exists()
         self.console.rule(f"stage {out.name} ({'resuming' if resumed else 'from'} {init})")
         out.mkdir(parents=True, exist_ok=True)
-        info = {"kind": kind, "init": init, "data": str(data), "fingerprint": fp, "complete": False}
+        info = {"kind": kind, "init": init, "data": str(data), "fingerprint": fp, "complete": False, "resumed": resumed}
         write_text_atomic(marker, json.dumps(info, indent=2) + "\n")
         self._event("stage", stage=out.name, status="resuming" if resumed else "training")
         if rows is None:
@@ -335,7 +388,8 @@ class PipelineRunner:
             self.console.print(f"closed {closed} engine pool(s) still open before training {out.name}")
         t = time.time()
         self.engine.train_stage(kind, init, rows, self.cfg, out)
-        info.update(complete=True, seconds=round(time.time() - t, 1), rows=len(capped_rows(kind, rows, self.cfg)))
+        info.update(complete=True, seconds=round(time.time() - t, 1), rows=len(capped_rows(kind, rows, self.cfg)),
+                    weights=weights_record(out))  # fmt: skip
         write_text_atomic(marker, json.dumps(info, indent=2) + "\n")
         # only now: a kill before the marker said complete resumes from these, never retrains the stage
         shutil.rmtree(out / "checkpoints", ignore_errors=True)
@@ -392,11 +446,15 @@ class PipelineRunner:
         from nemo_act.generation import open_generators
 
         out = self.dir / "selection" / f"{name}.json"
+        fp = selection_fingerprint(checkpoint, heldout_pairs, self.cfg)
         if out.exists():
-            return json.loads(out.read_text())
+            done = read_json(out)
+            if done.get("fingerprint") == fp:
+                return done
+            self.console.print(f"[yellow]redo[/] held-out selection of {name}: its checkpoint or pairs changed")
         if self.isolate:
             self._step("selection", name, checkpoint, str(heldout_pairs))
-            return json.loads(out.read_text())
+            return read_json(out)
         pairs = list(read_jsonl(heldout_pairs, Pair))
         sampling = self.cfg.eval.sampling.model_copy(
             update={"max_new_tokens": self.cfg.train.act.max_completion_length}
@@ -404,6 +462,7 @@ class PipelineRunner:
         with open_generators(self.cfg, checkpoint) as (gen,):
             free, rows = free_selection(gen, pairs, self.cfg, sampling, self.cfg.seed)
             result = {"checkpoint": checkpoint, "free": free, "forced": forced_choice(gen, pairs, self.cfg)}
+        result["fingerprint"] = fp
         acc = free["accuracy"]
         self.console.print(
             f"held-out selection, {name}: {100 * acc['value']:.1f}% ± {100 * acc['stderr']:.1f} free, "
@@ -423,13 +482,13 @@ class PipelineRunner:
         out = self.dir / "eval" / name
         fp = eval_fingerprint(checkpoint, self.cfg)
         if (out / "summary.json").exists():
-            done = json.loads((out / "summary.json").read_text())
+            done = read_json(out / "summary.json")
             if done.get("fingerprint") == fp:
                 self.console.print(f"[green]skip[/] evaluation of {name}: finished with the same checkpoint and config")
                 return done
         if self.isolate:
             self._step("evaluate", name, checkpoint)
-            return json.loads((out / "summary.json").read_text())
+            return read_json(out / "summary.json")
         with open_generators(self.cfg, checkpoint) as (policy,):
             result = evaluate_policy(
                 policy,

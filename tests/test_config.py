@@ -219,3 +219,11 @@ def test_a_run_config_written_before_the_newer_keys_still_loads_as_it_ran(tmp_pa
     old = ExperimentConfig.model_validate(yaml.safe_load(yaml.safe_dump(dump)))
     assert (old.extensions, old.max_tasks, old.env.lanes) == ([], None, 1)
     assert load_config().env.lanes == "auto"
+
+
+@pytest.mark.parametrize("steps", ["-5", "0"])
+def test_max_steps_is_minus_one_or_positive(steps):
+    """Only -1 means "run the epochs"; another negative number or 0 is refused naming the field."""
+    with pytest.raises(ConfigError, match=rf"train.il.max_steps.*{steps}: a positive number of optimizer steps, or -1"):
+        load_config(overrides=[f"train.il.max_steps={steps}"])
+    assert load_config(overrides=["train.il.max_steps=-1"]).train.il.max_steps == -1

@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM
 from nemo_act import stage_data
 from nemo_act.config import conf_root, load_config
 from nemo_act.data import Pair, Trajectory, read_jsonl
+from nemo_act.data.io import file_mode
 from nemo_act.engines.local.reward_funcs import action_reward_funcs, selection_reward_funcs
 from nemo_act.engines.local.signal_check import ZeroRewardVarianceWarning, ZeroVarianceWatch
 from nemo_act.engines.local.stages import train_stage
@@ -74,6 +75,8 @@ def test_each_stage_trains_a_few_steps_and_writes_a_checkpoint(
     model = AutoModelForCausalLM.from_pretrained(out)  # a loadable HF checkpoint
     assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
     assert load_config(out / "config.yaml") == cfg
+    modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir() if p.is_file()}
+    assert set(modes.values()) == {file_mode()}, modes  # the umask's (0644 here), safetensors' 0600 too
     history = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [h for h in history if "loss" in h]
     assert [h["step"] for h in steps] == [1, 2]
@@ -203,6 +206,36 @@ def test_runner_skips_finished_stages_and_retrains_changed_ones(tiny_model_dir, 
         {"01_il": "skipped", "02_il": "skipped"},
         {"01_il": "trained", "02_il": "trained"},
     ]
+
+
+@pytest.mark.heavy
+def test_a_finished_stage_with_cut_weights_is_trained_again_and_a_stale_selection_is_remade(
+    tiny_model_dir, sw_experts, random_pairs, tmp_path
+):
+    """``stage.json`` keeps each weight file's size and digest: a stage whose ``model.safetensors`` was cut short
+    is trained again, saying why, not skipped into a SafetensorError in the next stage; a held-out selection is
+    reused only for the checkpoint and pairs it was made with."""
+    from nemo_act.pipeline import PipelineRunner
+
+    cfg = _pipeline_cfg(tiny_model_dir, sw_experts, tmp_path, ["il"])
+    PipelineRunner(cfg).run()
+    stage = tmp_path / "run" / "stages" / "01_il"
+    info = json.loads((stage / "stage.json").read_text())
+    assert info["resumed"] is False and info["weights"]["model.safetensors"][0] > 0
+    weights = stage / "model.safetensors"
+    pairs = tmp_path / "heldout.jsonl"
+    pairs.write_text("".join(random_pairs.read_text().splitlines(keepends=True)[:4]))
+    runner = PipelineRunner(cfg)
+    first = runner.selection("01_il", str(stage), pairs)
+    assert runner.selection("01_il", str(stage), pairs) == first  # reused: same checkpoint, same pairs
+    with weights.open("r+b") as fh:
+        fh.truncate(weights.stat().st_size // 2)
+    again = PipelineRunner(cfg)
+    log = again.run()
+    assert [s["status"] for s in log["stages"]] == ["trained"]
+    AutoModelForCausalLM.from_pretrained(stage)  # whole again
+    redone = again.selection("01_il", str(stage), pairs)  # the stage was retrained: its selection is remade
+    assert redone["fingerprint"] != first["fingerprint"]
 
 
 @pytest.mark.heavy

@@ -156,3 +156,44 @@ def test_gzip_paths_round_trip_and_resume(tmp_path):
     assert log.partial.read_text().count("\n") == 2  # the partial file is plain text
     final = log.finish()
     assert list(read_jsonl(final, Trajectory)) == recs and not log.partial.exists()
+
+
+def test_written_files_follow_the_umask_not_the_temp_files_0600(tmp_path):
+    """Atomic writes go through a private temp file; the result gets the umask's mode, so teammates on a shared
+    filesystem can read a run (a child process with umask 027 gets 0640, this one's 022 gives 0644)."""
+    import stat
+    import subprocess
+    import sys
+
+    from nemo_act.data.io import file_mode, follow_umask, write_jsonl, write_text_atomic
+
+    write_text_atomic(tmp_path / "a.json", "{}\n")
+    write_jsonl(tmp_path / "b.jsonl", [{"x": 1}])
+    assert file_mode() == 0o666 & ~_umask()
+    for name in ("a.json", "b.jsonl"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == file_mode()
+    code = "from nemo_act.data.io import write_text_atomic as w; import sys; w(sys.argv[1], 'x')"
+    subprocess.run(["bash", "-c", f'umask 027 && "{sys.executable}" -c "{code}" {tmp_path / "c.txt"}'], check=True)
+    assert stat.S_IMODE((tmp_path / "c.txt").stat().st_mode) == 0o640
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "model.safetensors").write_bytes(b"x")
+    (tmp_path / "sub" / "model.safetensors").chmod(0o600)  # as safetensors' save_file leaves it
+    follow_umask(tmp_path)
+    assert stat.S_IMODE((tmp_path / "sub" / "model.safetensors").stat().st_mode) == file_mode()
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def test_a_broken_step_record_names_its_file_and_line(tmp_path):
+    from nemo_act.data.io import RecordError, read_json
+
+    path = tmp_path / "stage.json"
+    path.write_text('{\n  "kind": "il",\n  "complete": tru\n}\n')
+    with pytest.raises(RecordError, match=rf"{path}:3: not valid JSON .*delete it to redo that step"):
+        read_json(path)

@@ -408,6 +408,13 @@ class _StageBase(_Strict):
     logging_steps: int = Field(gt=0)
     save_steps: int = Field(gt=0, description="Checkpoint every N steps (a crashed stage resumes there).")
 
+    @field_validator("max_steps")
+    @classmethod
+    def _steps_or_epochs(cls, value: int) -> int:
+        if value == 0 or value < -1:
+            raise ValueError(f"{value}: a positive number of optimizer steps, or -1 to run `epochs`")
+        return value
+
 
 class SFTStageConfig(_StageBase):
     """IL and the SFT-on-choice control."""

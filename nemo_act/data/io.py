@@ -167,10 +167,57 @@ def dumps(record: BaseModel | dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+def read_json(path: str | Path) -> Any:
+    """A JSON file's content (a step's record: a manifest, ``stage.json``, a summary).
+
+    Raises:
+        RecordError: The file is not valid JSON, naming it, the line and what to do.
+    """
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise RecordError(
+            f"{path}:{err.lineno}: not valid JSON ({err.msg}); it records a finished step: delete it to redo that step"
+        ) from err
+
+
+def file_mode() -> int:
+    """The mode a plain new file gets under this process's umask (``0o644`` under the usual ``022``).
+
+    Read from ``/proc/self/status`` where Linux has it (setting the umask to read it would race other threads).
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def follow_umask(folder: str | Path) -> None:
+    """Give every file under ``folder`` the umask's mode.
+
+    Libraries that write through a private temp file (safetensors' ``save_file``) leave ``0600``, which
+    teammates on a shared cluster filesystem cannot read.
+    """
+    mode = file_mode()
+    for p in Path(folder).rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            p.chmod(mode)
+
+
 def _write_atomic(path: Path, chunks: Iterable[str]) -> None:
-    """Write text chunks to ``path`` through a temp file + fsync + rename (gzip when ``.gz``)."""
+    """Write text chunks to ``path`` through a temp file + fsync + rename (gzip when ``.gz``).
+
+    The file gets the umask's mode (:func:`file_mode`), not the temp file's private ``0600``.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, file_mode())
     try:
         with os.fdopen(fd, "wb") as raw:
             if path.suffix == ".gz":

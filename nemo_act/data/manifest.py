@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nemo_act import __version__
-from nemo_act.data.io import write_text_atomic
+from nemo_act.data.io import read_json, write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def write_manifest(
 
 def read_manifest(artifact: str | Path) -> dict[str, Any]:
     """Read the manifest of ``artifact``."""
-    return json.loads(manifest_path(artifact).read_text())
+    return read_json(manifest_path(artifact))
 
 
 def reusable(artifact: str | Path, kind: str, params: dict[str, Any]) -> dict[str, Any] | None:

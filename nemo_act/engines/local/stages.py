@@ -23,7 +23,7 @@ from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import (
     ExperimentConfig,
 )
-from nemo_act.data.io import write_text_atomic
+from nemo_act.data.io import follow_umask, write_text_atomic
 from nemo_act.engines.local.progress import use_stage_bar
 from nemo_act.generation.hf import resolve_device
 from nemo_act.stage_kinds import capped_rows, stage_config, stage_kind
@@ -213,4 +213,5 @@ def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experimen
     write_text_atomic(out / "config.yaml", to_yaml(cfg))
     history = [dict(h, stage=kind) for h in trainer.state.log_history]
     write_text_atomic(out / "metrics.jsonl", "".join(json.dumps(h) + "\n" for h in history))
+    follow_umask(out)  # the weights too (safetensors writes them 0600)
     return out

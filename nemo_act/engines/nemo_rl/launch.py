@@ -25,7 +25,7 @@ from typing import Any
 
 from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.data.io import write_text_atomic
+from nemo_act.data.io import follow_umask, write_text_atomic
 from nemo_act.engines.nemo_rl import interpreters
 from nemo_act.engines.nemo_rl.processors import tag_rows
 from nemo_act.engines.nemo_rl.recipe import ROWS
@@ -201,4 +201,5 @@ def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experimen
     partial.rmdir()
     shutil.rmtree(out / HF_IMPORT, ignore_errors=True)  # a copy of init in Megatron format: not needed now
     write_text_atomic(out / "config.yaml", to_yaml(cfg))
+    follow_umask(out)  # the exported weights too (safetensors writes them 0600)
     return out
