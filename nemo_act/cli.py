@@ -677,6 +677,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_libraries()
     try:
         return args.func(args)
+    except KeyboardInterrupt:  # one line, the locks released on the way out; what is written stays for a resume
+        print(f"interrupted (Ctrl-C): nemo-act {args.command} stopped; run it again to resume", file=sys.stderr)
+        return 130
     except (
         ConfigError, RecordError, UsageError, ValueError, FileNotFoundError, NotImplementedError, LockedError
     ) as err:  # fmt: skip

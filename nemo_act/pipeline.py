@@ -434,9 +434,9 @@ class PipelineRunner:
                 run.update(only=e.get("only"), host=e.get("host"), pid=e.get("pid"))
             elif e["event"] == "stage":
                 run["stages"][e["stage"]] = e["status"]
-            elif e["event"] in ("finished", "failed"):
+            elif e["event"] in ("finished", "failed", "interrupted"):
                 run["ended"] = e["time"]
-                run["outcome"] = e["event"] if e["event"] == "finished" else f"failed: {e.get('error', '')}"
+                run["outcome"] = f"failed: {e.get('error', '')}" if e["event"] == "failed" else e["event"]
         return list(runs.values())
 
     # ---- evaluation -------------------------------------------------------------------------------
@@ -530,7 +530,10 @@ class PipelineRunner:
         self._event("started", only=only, host=socket.gethostname(), pid=os.getpid())
         try:
             log = self._run(only)
-        except BaseException as err:  # KeyboardInterrupt too; a kill -9 leaves the invocation open
+        except KeyboardInterrupt:  # Ctrl-C: the run stopped where it was, to be resumed
+            self._event("interrupted")
+            raise
+        except BaseException as err:  # a kill -9 leaves the invocation open (history: interrupted)
             self._event("failed", error=f"{type(err).__name__}: {str(err)[:500]}")
             raise
         self._event("finished")

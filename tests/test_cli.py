@@ -3,10 +3,13 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from nemo_act.cli import build_parser, main
+
+REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.heavy  # the whole module: see tests/conftest.py for what heavy means
 
@@ -157,3 +160,35 @@ def test_convert_takes_the_megatron_venv_only_once_make_has_finished_it(tmp_path
     assert cmd_convert(["verify", "--help"]) == 0
     assert calls[0] != str(tmp_path / ".venv-megatron" / "bin" / "python")
     assert calls[1] == str(tmp_path / ".venv-megatron" / "bin" / "python")
+
+
+def test_ctrl_c_stops_a_run_with_one_line_exit_130_and_history_interrupted(scienceworld, tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) during a run's expert collection: exit
+    130, one line on stderr and no traceback (the env workers ignore it and are stopped by the parent), the run
+    folder's history says ``interrupted``, and the lock is free again (a second run starts)."""
+    import json
+    import signal
+    import time
+
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "nemo_act.cli", "run", "conf/pipeline/il.yaml", "--run-dir", str(run),
+           "train=smoke", "pipeline.init=random", "pipeline.eval.stages=none", "pipeline.experts.max_variations=2",
+           "pipeline.eval.workers=2"]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not list((run / "data").glob("*.episodes.jsonl*")) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the expert collection has begun (its resumable log exists)
+    time.sleep(2)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
+    assert err.strip().splitlines()[-1] == "interrupted (Ctrl-C): nemo-act run stopped; run it again to resume"
+    events = [json.loads(line) for line in (run / "invocations.jsonl").read_text().splitlines()]
+    assert events[-1]["event"] == "interrupted"
+    from nemo_act.config import load_config
+    from nemo_act.pipeline import PipelineRunner
+
+    assert PipelineRunner(load_config(run / "config.yaml"), run).history()[-1]["outcome"] == "interrupted"

@@ -81,6 +81,7 @@ def with_deadline(target: Any, seconds: float | None) -> Any:
 
 def _worker(conn, factory: Callable[[], Any], n_envs: int, call_timeout: float | None) -> None:
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent stops us
     _arm(call_timeout)  # building an env (a JVM start) has the same deadline
     envs: list[Any] = []
     failure = None
