@@ -76,6 +76,35 @@ def _write(fd: int, holder: Holder) -> None:
     os.fsync(fd)
 
 
+class OutputPathError(ValueError):
+    """An output path that cannot be written.
+
+    A file where a folder goes, a folder where a file goes, a parent that is a file, a folder this user may not
+    write.
+    """
+
+
+def check_output(target: str | Path, is_file: bool) -> None:
+    """Refuse an output path that the command could not write, before any work (one line naming it).
+
+    Args:
+        target: The output file (``is_file``) or folder.
+        is_file: Whether the command writes a file there (``pairs --out``) rather than a folder (``--run-dir``).
+    """
+    target = Path(target)
+    what = "file" if is_file else "folder"
+    if target.exists() and target.is_dir() == is_file:
+        kind = "a folder" if target.is_dir() else "a file"
+        raise OutputPathError(f"{target}: {kind} is there, and this command writes a {what} at that path")
+    for parent in target.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutputPathError(f"{target}: {parent} is a file, so no {what} can be made under it")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise OutputPathError(f"{target}: {parent} is not writable by this user")
+            break
+
+
 class RunLock:
     """The lock of one output folder or file, held from :meth:`acquire` to :meth:`release`.
 
@@ -102,6 +131,7 @@ class RunLock:
         say=None,
     ):
         self.target = Path(target)
+        self.is_file = is_file
         self.path = lock_path(target, is_file)
         self.command = command
         self.heartbeat_s = heartbeat_s
@@ -114,7 +144,12 @@ class RunLock:
         self._thread: threading.Thread | None = None
 
     def acquire(self) -> RunLock:
-        """Take the lock or raise :class:`LockedError` naming its live holder and how to proceed."""
+        """Take the lock or raise :class:`LockedError` naming its live holder and how to proceed.
+
+        Raises:
+            OutputPathError: The output cannot be written there (checked before any work).
+        """
+        check_output(self.target, self.is_file)
         missing = [d for d in (self.path.parent, *self.path.parent.parents) if not d.exists()]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._made = [self.path, *missing] if not self.path.exists() else missing

@@ -192,3 +192,28 @@ def test_ctrl_c_stops_a_run_with_one_line_exit_130_and_history_interrupted(scien
     from nemo_act.pipeline import PipelineRunner
 
     assert PipelineRunner(load_config(run / "config.yaml"), run).history()[-1]["outcome"] == "interrupted"
+
+
+@pytest.mark.parametrize("case", ["pairs out is a folder", "run dir is a file", "run dir under a file"])
+def test_an_output_path_that_cannot_be_written_is_one_line_before_any_work(case, tmp_path):
+    """Checked before the first step: no traceback, nothing left behind (pairs used to fail after all its work
+    and leave ``pairs.jsonl.states.jsonl``; a run folder at a file was a ``FileExistsError`` traceback)."""
+    from conftest import SW_EXPERTS
+
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "adir").mkdir()
+    args, where, said = {
+        "pairs out is a folder": (["pairs", "--experts", str(SW_EXPERTS), "--policy", "random", "--out",
+                                   str(tmp_path / "adir")], tmp_path / "adir", "a folder is there"),
+        "run dir is a file": (["run", "conf/pipeline/il.yaml", "--run-dir", str(tmp_path / "afile")],
+                              tmp_path / "afile", "a file is there"),
+        "run dir under a file": (["run", "conf/pipeline/il.yaml", "--run-dir", str(tmp_path / "afile" / "run")],
+                                 tmp_path / "afile" / "run", f"{tmp_path / 'afile'} is a file"),
+    }[case]  # fmt: skip
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    done = subprocess.run([sys.executable, "-m", "nemo_act.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {where}: {said}"), lines
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
