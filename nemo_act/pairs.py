@@ -304,17 +304,18 @@ def collect_pairs(
         bar = tqdm(total=len(states), initial=len(done), desc="pairs", unit="state", disable=not progress)
         # Batches sit on a fixed grid over the full state list and are seeded by their first state,
         # so a resumed run samples exactly what an uninterrupted run would; with several engines
-        # (generation.engines) the batches run on all of them and come back in grid order.
+        # (generation.engines) the batches run on all of them and come back in grid order. A batch that a kill
+        # cut short is asked for whole again (a backend seeded per batch, HF, samples by the batch it sees) and
+        # only its missing states are kept.
         grid = [states[s : s + batch_size] for s in range(0, len(states), batch_size)]
-        todo = [b for b in ([(t, i) for t, i in g if state_id(t, i) not in done] for g in grid) if b]
+        todo = [g for g in grid if any(state_id(t, i) not in done for t, i in g)]
         requests = ([sampling_request(t, i, cfg) for t, i in batch] for batch in todo)
         with bar:
             answers = generate_batches(generator, requests, k, cfg.pairs.sampling, seed)
             for batch, samples in zip(todo, answers, strict=True):
-                log.append(
-                    build_outcome(t, i, s, cfg, generator.name, seed) for (t, i), s in zip(batch, samples, strict=True)
-                )
-                bar.update(len(batch))
+                missing = [(t, i, s) for (t, i), s in zip(batch, samples, strict=True) if state_id(t, i) not in done]
+                log.append(build_outcome(t, i, s, cfg, generator.name, seed) for t, i, s in missing)
+                bar.update(len(missing))
     outcomes = log.ordered(state_id(t, i) for t, i in states)  # file order, whatever the resume history
     log.finish()
     write_jsonl(states_file, outcomes)

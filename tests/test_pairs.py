@@ -224,3 +224,46 @@ def test_killed_run_resumes_without_duplicates_or_gaps(sw_experts, tiny_model_di
     assert killed.read_text() == straight.read_text()
     assert read_manifest(killed)["counts"] == read_manifest(straight)["counts"]
     assert not partial.exists()
+
+
+@pytest.mark.heavy
+def test_a_batch_cut_short_by_a_kill_resumes_to_the_uninterrupted_bytes(sw_experts, tiny_model_dir, cfg, tmp_path):
+    """The HF backend seeds a batch from its first request: a resumed run whose last batch was only half written
+    asks for that batch whole again and keeps its missing states, so the pairs equal an uninterrupted run's
+    (before: the rest of the batch was sampled as a smaller batch, reseeded from its first remaining state)."""
+    from nemo_act.generation.hf import HFGenerator
+
+    small = cfg.model_copy(
+        update={
+            "pairs": cfg.pairs.model_copy(
+                update={"sampling": cfg.pairs.sampling.model_copy(update={"max_new_tokens": 12}), "min_state_share": 0}
+            ),
+            "generation": cfg.generation.model_copy(update={"batch_size": 4}),
+        }
+    )
+    gen = HFGenerator(small.model, small.generation, str(tiny_model_dir))
+
+    class StopsAfterOneBatch:
+        name = gen.name
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def generate(self, requests, n, sampling, seed):
+            self.calls += 1
+            if self.calls > 1:
+                raise KeyboardInterrupt  # the kill, after the first batch was written
+            return gen.generate(requests, n, sampling, seed)
+
+    straight, torn = tmp_path / "straight.jsonl", tmp_path / "torn.jsonl"
+    collect_pairs(sw_experts, gen, small, straight, k=2, progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        collect_pairs(sw_experts, StopsAfterOneBatch(), small, torn, k=2, progress=False)
+    partial = torn.with_name(torn.name + ".states.jsonl.partial")
+    lines = partial.read_text().splitlines(keepends=True)
+    assert len(lines) == 4
+    partial.write_text("".join(lines[:2]))  # the batch's last two states were not written when it died
+    collect_pairs(sw_experts, gen, small, torn, k=2, progress=False)
+    assert torn.read_text() == straight.read_text()
+    assert torn.with_name(torn.name + ".states.jsonl").read_text() == straight.with_name(
+        straight.name + ".states.jsonl").read_text()  # fmt: skip
