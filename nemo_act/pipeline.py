@@ -414,6 +414,16 @@ class PipelineRunner:
             f.flush()
             os.fsync(f.fileno())
 
+    def _last_event(self, event: str, **fields: Any) -> None:
+        """Record how an invocation ended, unless the run folder cannot take it (read-only, full).
+
+        Then the error that ended the run is the one reported, not a second one from writing this line.
+        """
+        try:
+            self._event(event, **fields)
+        except OSError:
+            pass
+
     def history(self) -> list[dict[str, Any]]:
         """Every invocation of this run folder, oldest first.
 
@@ -531,10 +541,10 @@ class PipelineRunner:
         try:
             log = self._run(only)
         except KeyboardInterrupt:  # Ctrl-C: the run stopped where it was, to be resumed
-            self._event("interrupted")
+            self._last_event("interrupted")
             raise
         except BaseException as err:  # a kill -9 leaves the invocation open (history: interrupted)
-            self._event("failed", error=f"{type(err).__name__}: {str(err)[:500]}")
+            self._last_event("failed", error=f"{type(err).__name__}: {str(err)[:500]}")
             raise
         self._event("finished")
         return log
