@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nemo_act.config.schema import ExperimentConfig, GenerationConfig
-from nemo_act.generation.base import GenerationRequest, Generator
+from nemo_act.generation.base import GenerationRequest, Generator, close_generator
 from nemo_act.generation.simple import DataGenerator, GoldGenerator, MixedGenerator, RandomGenerator, wrap_action
+from nemo_act.inputs import NOT_MODELS
 
 if TYPE_CHECKING:
     from nemo_act.generation.ray_pool import EnginePlacement
-
-NOT_MODELS = ("random", "gold", "from_data")  # policies that need no engine
 
 
 @dataclass(frozen=True)
@@ -260,13 +259,6 @@ def held(generator: Generator) -> Iterator[Generator]:
         yield generator
     finally:
         close_generator(generator)
-
-
-def close_generator(generator: Generator) -> None:
-    """Free what a generator holds (an engine pool's actors and GPUs); nothing for one in this process."""
-    close = getattr(generator, "close", None)
-    if callable(close):
-        close()
 
 
 __all__ = [

@@ -62,3 +62,10 @@ def generate_batches(
         return
     for batch in batches:
         yield generator.generate(batch, n, sampling, seed)
+
+
+def close_generator(generator: Generator) -> None:
+    """Free what a generator holds (an engine pool's actors and GPUs); nothing for one in this process."""
+    close = getattr(generator, "close", None)
+    if callable(close):
+        close()

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from nemo_act.config.schema import SamplingConfig
-from nemo_act.generation.base import GenerationRequest
+from nemo_act.generation.base import GenerationRequest, close_generator
 from nemo_act.rewards import ACTION_CLOSE, ACTION_OPEN, Admissible, normalize_action
 from nemo_act.seeding import key_rng
 
@@ -127,9 +127,7 @@ class MixedGenerator:
 
     def close(self) -> None:
         """Free what the policy holds (an engine pool)."""
-        close = getattr(self.policy, "close", None)
-        if callable(close):
-            close()
+        close_generator(self.policy)
 
     def generate(
         self, requests: Sequence[GenerationRequest], n: int, sampling: SamplingConfig, seed: int
