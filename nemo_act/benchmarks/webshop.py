@@ -386,6 +386,7 @@ def webshop_root(cfg: WebShopConfig) -> Path | None:
 GOAL_SEED = 233  # WebShop's own goal-shuffle seed, also taken for the price caps it draws before
 FULL_FILES = ("items_shuffle.json", "items_ins_v2.json")  # the full catalog's products and attributes
 SMALL_FILES = ("items_shuffle_1000.json", "items_ins_v2_1000.json")  # WebShop's utils.py defaults
+HUMAN_FILE = "items_human_ins.json"  # the human instructions (utils.HUMAN_ATTR_PATH), either protocol
 
 
 def _text_env_class(cfg: WebShopConfig) -> type:

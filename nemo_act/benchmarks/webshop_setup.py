@@ -29,13 +29,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-PROTOCOL_FILES = {
-    # protocol -> (our name in the data folder, the name WebShop reads), products first
-    "small": [("items_shuffle_1000.json", "items_shuffle_1000.json"), ("items_ins_v2_1000.json",
-              "items_ins_v2_1000.json"), ("items_human_ins.json", "items_human_ins.json")],
-    "full": [("items_shuffle.json", "items_shuffle.json"), ("items_ins_v2.json", "items_ins_v2.json"),
-             ("items_human_ins.json", "items_human_ins.json")],
-}  # fmt: skip
+from nemo_act.benchmarks.webshop import FULL_FILES, HUMAN_FILE, SMALL_FILES
+
+# protocol -> the files under the names WebShop reads (the same in --data and in the checkout's data/), products first
+PROTOCOL_FILES = {"small": (*SMALL_FILES, HUMAN_FILE), "full": (*FULL_FILES, HUMAN_FILE)}
 INDEX = {"small": ("resources_1k", "indexes_1k"), "full": ("resources", "indexes")}
 # search_engine/run_indexing.sh: python -m pyserini.index.lucene ... (one call per index)
 INDEX_FLAGS = ["--collection", "JsonCollection", "--generator", "DefaultLuceneDocumentGenerator", "--threads", "1",
@@ -59,7 +56,7 @@ def _check_inputs(webshop_dir: Path, data: Path, protocol: str) -> list[tuple[Pa
     """(source, destination) of every file, after checking all of them exist."""
     if not (webshop_dir / "web_agent_site").is_dir() or not (webshop_dir / "search_engine").is_dir():
         raise SetupError(f"--webshop-dir {webshop_dir}: not a WebShop checkout (no web_agent_site/ or search_engine/)")
-    pairs = [(data / ours, webshop_dir / "data" / theirs) for ours, theirs in PROTOCOL_FILES[protocol]]
+    pairs = [(data / name, webshop_dir / "data" / name) for name in PROTOCOL_FILES[protocol]]
     missing = [str(src) for src, _ in pairs if not src.is_file()]
     if missing:
         raise SetupError(f"protocol {protocol} needs {', '.join(missing)} (not found; --data names their folder)")
@@ -95,7 +92,7 @@ def prepare(webshop_dir: str | Path, data: str | Path, protocol: str, console: C
     resources, index = INDEX[protocol]
     for folder in ("resources", "resources_100", "resources_1k", "resources_100k"):  # the script writes all four
         (engine / folder).mkdir(exist_ok=True)
-    products = str(webshop_dir / "data" / PROTOCOL_FILES[protocol][0][1])
+    products = str(webshop_dir / "data" / PROTOCOL_FILES[protocol][0])
     convert = (  # WebShop's script, its product file named as its README says to set it (utils.DEFAULT_FILE_PATH)
         "import runpy, sys; sys.path.insert(0, '..'); import web_agent_site.utils as u; "
         f"u.DEFAULT_FILE_PATH = {products!r}; runpy.run_path('convert_product_file_format.py', run_name='__main__')"
