@@ -131,6 +131,18 @@ def test_ray_env_workers_replace_a_hung_worker_within_its_deadline(local_ray):
         assert len({pid for _, pid in pool.where()}) == 2
 
 
+def test_a_ray_env_worker_whose_env_cannot_be_built_answers_with_why(local_ray):
+    """The Ray actors build their envs as the worker processes do (``pool.build_envs``): the construction's
+    error answers every call, no restart (``test_env_pool``'s test of the same on processes)."""
+    from nemo_act.evaluation.ray_env_pool import RayEnvPool
+
+    with RayEnvPool(test_env_pool.BrokenInstall, workers=1, envs_per_worker=1) as pool:
+        results = list(pool.imap([(t, "play", (t,)) for t in ("a", "b")], 2))
+        assert pool.restarts == 0
+    assert [(k, status) for k, status, _ in results] == [("a", "error"), ("b", "error")]
+    assert "building the env failed: OSError: [E050]" in results[0][2]
+
+
 def test_ray_env_workers_play_what_worker_processes_play(local_ray, tmp_path):
     """The same episodes (one hangs for ever) on process workers and on Ray actors: the same records."""
     from functools import partial

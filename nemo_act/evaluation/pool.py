@@ -79,17 +79,29 @@ def with_deadline(target: Any, seconds: float | None) -> Any:
     return _Deadline(target, seconds)
 
 
-def _worker(conn, factory: Callable[[], Any], n_envs: int, call_timeout: float | None) -> None:
+def build_envs(
+    factory: Callable[[], Any], n_envs: int, call_timeout: float | None
+) -> tuple[list[Any], tuple[str, str] | None]:
+    """A worker's envs, each call on them under the deadline; building them has the same deadline (a JVM start).
+
+    Returns:
+        The envs, and None; or no envs and the ``("error", message)`` every call of the worker is answered with
+        when an env cannot be built (a missing package or file: the step fails naming it, instead of the worker
+        dying and being restarted until every episode counts as lost).
+    """
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent stops us
-    _arm(call_timeout)  # building an env (a JVM start) has the same deadline
-    envs: list[Any] = []
-    failure = None
+    _arm(call_timeout)
     try:
-        envs = [with_deadline(factory(), call_timeout) for _ in range(n_envs)]  # and every call on it
-    except Exception as err:  # a missing package or file: every call is answered with it (no restart loop)
-        failure = ("error", f"building the env failed: {type(err).__name__}: {err}")
-    _disarm(call_timeout)
+        return [with_deadline(factory(), call_timeout) for _ in range(n_envs)], None
+    except Exception as err:
+        return [], ("error", f"building the env failed: {type(err).__name__}: {err}")
+    finally:
+        _disarm(call_timeout)
+
+
+def _worker(conn, factory: Callable[[], Any], n_envs: int, call_timeout: float | None) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent stops us
+    envs, failure = build_envs(factory, n_envs, call_timeout)
     try:
         while True:
             msg = conn.recv()

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import collections
 import os
-import signal
 import socket
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from nemo_act.evaluation.pool import Command, EnvPool, _arm, _disarm, _run_commands, with_deadline
+from nemo_act.evaluation.pool import Command, EnvPool, _run_commands, build_envs
 from nemo_act.generation.ray_pool import actor_env, connect
 
 
@@ -32,13 +31,10 @@ class _EnvActor:
     """One env worker: ``n_envs`` envs, every call under the deadline (past it, the process ends)."""
 
     def __init__(self, factory: Callable[[], Any], n_envs: int, call_timeout: float | None) -> None:
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        _arm(call_timeout)  # building an env (a JVM start) has the same deadline
-        self.envs = [with_deadline(factory(), call_timeout) for _ in range(n_envs)]
-        _disarm(call_timeout)
+        self.envs, self.failure = build_envs(factory, n_envs, call_timeout)
 
     def run(self, msg: list[Command]) -> list[tuple[str, Any]]:
-        return _run_commands(self.envs, msg)
+        return [self.failure] * len(msg) if self.failure else _run_commands(self.envs, msg)
 
     def where(self) -> tuple[str, int]:
         return socket.gethostname(), os.getpid()
