@@ -173,9 +173,9 @@ class EnginePool:
 
     Each engine is a placement group of its own (``STRICT_PACK``: an engine's bundles on one node, as vLLM wants its
     tensor-parallel workers), all of them asked for before any actor starts, so a step gets every engine or stops
-    with a :class:`PlacementError`; the capacity is checked first against what the cluster has free now, naming this
-    process's other open pools (:func:`live_pools`). :meth:`close` kills the actors, removes the groups and waits
-    until both are gone.
+    with a :class:`PlacementError`; the capacity is checked first against the cluster less what this process's
+    other open pools hold, naming them (:func:`live_pools`). :meth:`close` kills the actors, removes the groups and
+    waits until both are gone.
 
     Args:
         factory: Picklable callable that builds one engine's generator (run inside each actor).
@@ -212,9 +212,15 @@ class EnginePool:
         per_engine = placement.total()
         have = connect(address, engines * per_engine.get("CPU", 0))
         need = {k: v * engines for k, v in per_engine.items() if v}
-        free = ray.available_resources()
-        short = {k: f"{need[k]:g} needed, {free.get(k, 0):g} free of {have.get(k, 0):g}" for k in need
-                 if need[k] > free.get(k, 0)}  # fmt: skip
+        # what this process's open pools hold is not coming back while this step runs (a policy's pool beside its
+        # critic's): asked for anyway, the groups would wait PLACEMENT_TIMEOUT_S. Resources others are releasing
+        # (a pool or env actors just closed) are left to the groups' own wait.
+        held: dict[str, float] = {}
+        for pool in live_pools():
+            for k, v in pool.placement.total().items():
+                held[k] = held.get(k, 0.0) + v * pool.engines
+        free = {k: have.get(k, 0) - held.get(k, 0) for k in need}
+        short = {k: f"{need[k]:g} needed, {free[k]:g} free of {have.get(k, 0):g}" for k in need if need[k] > free[k]}
         if short:
             others = "; ".join(f"{p.name}: {p.engines} engines" for p in live_pools())
             raise PlacementError(
