@@ -24,6 +24,7 @@ from nemo_act.config.schema import (
     ExperimentConfig,
 )
 from nemo_act.data.io import follow_umask, write_text_atomic
+from nemo_act.engines.local.exact_resume import resumable
 from nemo_act.engines.local.progress import use_stage_bar
 from nemo_act.generation.hf import resolve_device
 from nemo_act.stage_kinds import capped_rows, stage_config, stage_kind
@@ -128,7 +129,7 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
         )
         from nemo_act.engines.local.signal_check import ZeroVarianceWatch
 
-        return GRPOTrainer(
+        return resumable(GRPOTrainer)(
             model=model,
             reward_funcs=funcs,
             args=args,
@@ -140,11 +141,15 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
         from trl import SFTConfig, SFTTrainer
 
         args = SFTConfig(**common, max_length=sc.max_length, completion_only_loss=True)
-        return SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(with_kwargs), processing_class=tok)
+        return resumable(SFTTrainer)(
+            model=model, args=args, train_dataset=Dataset.from_list(with_kwargs), processing_class=tok
+        )
     from trl import DPOConfig, DPOTrainer
 
     args = DPOConfig(**common, max_length=sc.max_length, beta=sc.beta)
-    return DPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(with_kwargs), processing_class=tok)
+    return resumable(DPOTrainer)(
+        model=model, args=args, train_dataset=Dataset.from_list(with_kwargs), processing_class=tok
+    )
 
 
 class _TiedWeightsFilter(logging.Filter):

@@ -1,0 +1,118 @@
+"""Exact resume for the local engine's TRL trainers: a resumed stage ends where the run never killed ends.
+
+Its weights and logged metrics are the same.
+
+transformers' checkpoint already holds the weights, optimizer, scheduler, the Python/NumPy/torch/CUDA RNG states
+(``Trainer._save_rng_state``) and the TrainerState, and SFT/DPO data order is seeded per epoch (accelerate's
+``SeedableRandomSampler``). Read in TRL 1.16 and transformers 5.24, a resumed run still differed in two ways:
+
+- **GRPO's data order.** TRL's ``RepeatSampler`` (``trl/trainer/utils.py``) draws every epoch's order from one
+  ``torch.Generator`` seeded once and has no ``set_epoch``, so a run resumed in epoch e replayed epoch 0's order
+  (a 12-step ACT stage of 3-step epochs, killed at checkpoint 4 and resumed, sampled other prompts from step 6).
+  :class:`EpochRepeatSampler` gives epoch e the e-th order of the seeded generator, which is what the
+  uninterrupted run draws, when transformers' epoch loop calls ``set_epoch`` (through accelerate's
+  ``DataLoaderShard.set_epoch``).
+- **Logged totals.** ``Trainer._inner_training_loop`` resets the running loss sum, the loss accumulated since the
+  last log and that log's step on every ``train()`` call, SFT/DPO's ``_total_train_tokens`` starts at 0 and TRL's
+  per-step metrics gathered since the last log (``_metrics["train"]``: rewards, KL, entropy...) start empty, so
+  after a resume ``num_tokens`` restarted, ``train_loss`` covered only the resumed steps and the first log after a
+  resume between two logs averaged only the steps after it. They are written into
+  each checkpoint (:data:`TOTALS`, before transformers' ``trainer_state.json``, the file that marks a checkpoint
+  whole) and restored when training begins; ``train_loss`` is then the whole run's mean.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+from trl.trainer.utils import RepeatSampler
+
+from nemo_act.data.io import write_text_atomic
+
+TOTALS = "run_totals.json"  # in each TRL checkpoint folder
+
+
+class EpochRepeatSampler(RepeatSampler):
+    """TRL's RepeatSampler whose epoch e order is the seeded generator's e-th, however the run got to epoch e."""
+
+    def set_epoch(self, epoch: int) -> None:
+        """Rewind the generator to where an uninterrupted run stands before epoch ``epoch``'s order is drawn."""
+        if not self.shuffle or self.seed is None:
+            return
+        self.generator.manual_seed(self.seed)
+        for _ in range(epoch):  # one permutation per epoch, as RepeatSampler.__iter__ draws it
+            torch.randperm(self.num_samples, generator=self.generator)
+
+
+class _RestoreTotals(TrainerCallback):
+    """At train begin, puts back the totals saved in the checkpoint the trainer resumes from."""
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = trainer
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Restore the running loss, pending loss, last logged step, token count and pending metrics."""
+        resume = getattr(self.trainer, "_resumed_from", None)
+        if not resume or not (Path(resume) / TOTALS).is_file():
+            return  # a fresh run, or a checkpoint written before this file existed
+        totals = json.loads((Path(resume) / TOTALS).read_text())
+        t = self.trainer
+        t._total_loss_scalar = totals["total_loss"]
+        t._tr_loss = torch.tensor(totals["pending_loss"], device=args.device)
+        t._globalstep_last_logged = totals["last_logged"]
+        if totals["train_tokens"] is not None:
+            t._total_train_tokens = totals["train_tokens"]
+        if hasattr(t, "_metrics"):
+            t._metrics["train"].update(totals["metrics"])
+
+
+class ExactResume:
+    """Mixin for a TRL trainer class: see the module docstring. Build classes with :func:`resumable`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_callback(_RestoreTotals(self))
+
+    def _get_train_sampler(self, *args: Any, **kwargs: Any) -> Any:
+        sampler = super()._get_train_sampler(*args, **kwargs)
+        if type(sampler) is RepeatSampler:
+            return EpochRepeatSampler(
+                data_source=sampler.data_source,
+                mini_repeat_count=sampler.mini_repeat_count,
+                batch_size=sampler.batch_size,
+                repeat_count=sampler.repeat_count,
+                shuffle=sampler.shuffle,
+                seed=sampler.seed,
+            )
+        return sampler
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        folder = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        totals = {
+            "total_loss": self._total_loss_scalar,
+            "pending_loss": float(self._tr_loss.item()),
+            "last_logged": self._globalstep_last_logged,
+            "train_tokens": getattr(self, "_total_train_tokens", None),
+            "metrics": {k: list(v) for k, v in getattr(self, "_metrics", {}).get("train", {}).items()},
+        }
+        write_text_atomic(folder / TOTALS, json.dumps(totals))
+        super()._save_checkpoint(model, trial)
+
+    def train(self, resume_from_checkpoint: str | None = None, **kwargs: Any) -> Any:
+        """``Trainer.train``, then ``train_loss`` in the last log entry is the whole run's mean loss per step."""
+        self._resumed_from = resume_from_checkpoint
+        out = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        last = self.state.log_history[-1] if self.state.log_history else {}
+        if "train_loss" in last and self.state.global_step:
+            last["train_loss"] = self._total_loss_scalar / self.state.global_step
+        return out
+
+
+def resumable(trainer_cls: type) -> type:
+    """``trainer_cls`` with :class:`ExactResume` mixed in (same name, so logs and model cards read as before)."""
+    return type(trainer_cls.__name__, (ExactResume, trainer_cls), {"__module__": __name__})

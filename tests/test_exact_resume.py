@@ -1,0 +1,124 @@
+"""A local-engine stage killed (SIGKILL) at each of its checkpoints and resumed ends where the run never killed
+ends: the same weights, byte for byte, and the same logged metrics (issue 35).
+
+The model is a tiny Qwen3 warmed by a short IL run, so GRPO's groups score differently and every stage moves the
+weights (an untrained model's equal rewards would leave GRPO's weights untouched and make the test unable to fail).
+Six rows and a 12-step stage: GRPO sees 3-step epochs (2 prompts x 2 generations per step), so the resumes land
+inside and across epochs, where TRL's own sampler replayed epoch 0's order (:mod:`nemo_act.engines.local.exact_resume`).
+"""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nemo_act import stage_data
+from nemo_act.config import load_config
+from nemo_act.data import Pair, Trajectory, read_jsonl
+from nemo_act.engines.local.stages import train_stage
+from nemo_act.generation import RandomGenerator
+from nemo_act.pairs import collect_pairs
+from nemo_act.stage_kinds import stage_experiment
+
+pytestmark = [pytest.mark.heavy, pytest.mark.slow]
+
+STAGE_PROCESS = Path(__file__).with_name("stage_process.py")
+TIMING = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "step_time"}  # wall-clock figures
+
+
+def overrides(kind: str) -> list[str]:
+    o = [
+        f"train.{kind}.max_steps=12",
+        f"train.{kind}.save_steps=4",
+        f"train.{kind}.batch_size=4",
+        f"train.{kind}.grad_accum=1",
+        f"train.{kind}.logging_steps=3",  # not a divisor of save_steps: a resume starts between two logs
+        f"train.{kind}.learning_rate=0.0003",
+        f"train.{kind}.max_samples=6",
+        "benchmark.max_admissible_shown=8",
+    ]
+    if kind in ("act", "rl"):
+        return o + [f"train.{kind}.num_generations=2", f"train.{kind}.max_completion_length=8"]
+    return o + [f"train.{kind}.max_length=4096"]
+
+
+@pytest.fixture(scope="module")
+def warm_model(tiny_model_dir, sw_experts, tmp_path_factory) -> Path:
+    cfg = load_config(
+        overrides=[
+            "train.il.max_steps=60",
+            "train.il.learning_rate=0.003",
+            "train.il.batch_size=4",
+            "train.il.grad_accum=1",
+            "train.il.lr_scheduler=constant",
+            "train.il.max_length=4096",
+            "benchmark.max_admissible_shown=8",
+        ]
+    )
+    rows = stage_data.il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)
+    return train_stage("il", str(tiny_model_dir), rows, cfg, tmp_path_factory.mktemp("warm") / "il")
+
+
+def _rows(kind: str, sw_experts: Path, folder: Path) -> list[dict]:
+    cfg = stage_experiment(kind, load_config(overrides=overrides(kind)))
+    if kind in ("il", "rl"):
+        trajs = list(read_jsonl(sw_experts, Trajectory))
+        return (stage_data.il_rows if kind == "il" else stage_data.rl_rows)(trajs, cfg)
+    collect_pairs(sw_experts, RandomGenerator(), cfg, folder / "pairs.jsonl", k=2, progress=False)
+    pairs = list(read_jsonl(folder / "pairs.jsonl", Pair))
+    return (stage_data.act_rows if kind == "act" else stage_data.dpo_rows)(pairs, cfg)
+
+
+def _train(job: Path, kill_after: int | None = None) -> str | None:
+    """Run the stage in its own process; with ``kill_after``, SIGKILL it once checkpoint-N is whole."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, str(STAGE_PROCESS), str(job)]
+    if kill_after is None:
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr[-3000:]
+        return res.stdout.split()[-1]
+    out = Path(json.loads(job.read_text())["out"])
+    marker = out / "checkpoints" / f"checkpoint-{kill_after}" / "trainer_state.json"  # written last: whole
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not marker.exists():
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert marker.exists() and not (out / "model.safetensors").exists(), "the kill must land after the checkpoint"
+    return None
+
+
+def _metrics(out: Path) -> list[dict]:
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
+
+
+@pytest.mark.parametrize("kind", ["act", "rl", "dpo", "il"])
+def test_a_stage_killed_at_each_checkpoint_resumes_to_the_uninterrupted_weights(kind, warm_model, sw_experts, tmp_path):
+    rows = tmp_path / "rows.json"
+    rows.write_text(json.dumps(_rows(kind, sw_experts, tmp_path)))
+
+    def job(name: str) -> Path:
+        path = tmp_path / f"{name}.json"
+        spec = {"kind": kind, "init": str(warm_model), "rows": str(rows), "out": str(tmp_path / name)}
+        path.write_text(json.dumps(dict(spec, overrides=overrides(kind))))
+        return path
+
+    straight = _train(job("straight"))
+    killed = job("killed")
+    _train(killed, kill_after=4)
+    _train(killed, kill_after=8)  # resumed from 4, killed again at 8
+    resumed = _train(killed)  # resumed from 8, to the end
+    warm = hashlib.sha256((warm_model / "model.safetensors").read_bytes()).hexdigest()
+    assert straight != warm, "the stage must move the weights, or equal weights prove nothing"
+    assert resumed == straight
+    straight_m, resumed_m = _metrics(tmp_path / "straight"), _metrics(tmp_path / "killed")
+    assert [m["step"] for m in straight_m] == [3, 6, 9, 12, 12]
+    assert resumed_m == straight_m  # loss, rewards, num_tokens per log; train_loss over the whole run
