@@ -318,6 +318,13 @@ class EnvRuntimeConfig(_Strict):
         "are in flight. 1: one call per step for every live episode, env steps between calls; auto: 2 when the "
         "policy runs on several engines that seed each request (vLLM), else 1 (nemo_act/evaluation/rollout.py)."
     )
+    batch_episodes: bool = Field(
+        description="Env-bound steps: put every live episode's request in one generate call even for a policy "
+        "seeded per batch (the HF backend): faster on a GPU, but an episode's samples then depend on which "
+        "episodes are live beside it, so a replaced env worker or a resume changes them. false: such a policy "
+        "answers each request alone, seeded by its episode and step, so an episode is a function of (checkpoint, "
+        "episode, seed). A policy seeded per request (vLLM, the built-in ones) is always batched."
+    )
 
 
 class LockConfig(_Strict):
@@ -586,8 +593,8 @@ class ExperimentConfig(_Strict):
 
         if isinstance(value, dict) and "pipeline" in value:  # a run's config.yaml written before 2026-12 lacks both
             value = {"extensions": [], "max_tasks": None, **value}
-            if isinstance(value.get("env"), dict):  # and env.lanes: those runs played one lane
-                value["env"] = {"lanes": 1, **value["env"]}
+            if isinstance(value.get("env"), dict):  # and env.lanes: those runs played one lane; batch_episodes
+                value["env"] = {"lanes": 1, "batch_episodes": True, **value["env"]}  # (12-03): they shared calls
             if isinstance(value.get("pairs"), dict):  # and pairs.max_states: they paired every state
                 value["pairs"] = {"max_states": None, **value["pairs"]}
             if isinstance(value.get("engine"), dict):  # and engine.nemo_rl_commit (2026-12-03)

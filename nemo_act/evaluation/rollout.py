@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -33,7 +34,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 from tqdm import tqdm
 
 from nemo_act.benchmarks.base import Observation, adapter_of, as_observation
@@ -43,7 +44,7 @@ from nemo_act.data.records import Trajectory
 from nemo_act.evaluation.pool import EnvPool, make_env_pool
 from nemo_act.evaluation.stats import mean_std, proportion
 from nemo_act.generation import seeded_per_request
-from nemo_act.generation.base import GenerationRequest, Generator
+from nemo_act.generation.base import GenerationRequest, Generator, seeds_each_request
 from nemo_act.prompts.render import as_messages, generation_prompt
 from nemo_act.prompts.state import build_state, expert_action
 from nemo_act.rewards import parse_action
@@ -63,7 +64,29 @@ class EpisodeRecord(BaseModel):
     final_score: float
     success: bool
     failed: str | None = None  # why the episode could not be played (its env kept hanging or dying)
-    replays: list[str] = Field(default_factory=list)  # why it was started again on a new worker, each time
+
+
+def replays_path(out: str | Path) -> Path:
+    """Where the episodes of ``out`` (``.../episodes.jsonl``) note each replay: ``.../episodes.replays.jsonl``.
+
+    One line per episode started again on a new env worker (``episode_id``, ``reason``), appended when it happens.
+    Kept out of the episode records so that a replayed episode's record is the one an unbroken run writes.
+    """
+    out = Path(out)
+    return out.with_name(out.name.split(".")[0] + ".replays.jsonl")
+
+
+def count_replays(out: str | Path) -> int:
+    """How many replays the episodes of ``out`` needed (lines of :func:`replays_path`; 0 when it is absent)."""
+    path = replays_path(out)
+    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()) if path.exists() else 0
+
+
+def _note_replay(out: Path, episode: str, reason: str) -> None:
+    with replays_path(out).open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"episode_id": episode, "reason": reason}) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 @dataclass(frozen=True)
@@ -192,7 +215,7 @@ def run_episodes(
         generator, cfg, starts, out_dir / "episodes.jsonl", factory, seed, sampling, workers, envs_per_worker,
         gold=gold, progress=progress, desc=f"eval seed {seed}", env_pool=env_pool,
     )  # fmt: skip
-    summary = summarize(records, seed)
+    summary = summarize(records, seed, count_replays(out_dir / "episodes.jsonl"))
     write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
 
@@ -241,7 +264,7 @@ def play_starts(
             if queue:
                 if env_pool is None:
                     env_pool = stack.enter_context(SharedEnvPool(cfg, factory, workers, envs_per_worker, len(queue)))
-                _play(env_pool.get(), generator, cfg, queue, seed, sampling, gold, log, bar)
+                _play(env_pool.get(), generator, cfg, queue, seed, sampling, gold, log, bar, Path(out))
         keys = [s.key for s in starts]
         log.finish(order=keys)  # lanes finish episodes in an order that depends on timing: the file does not
     return log.ordered(keys)
@@ -293,6 +316,7 @@ def _play(
     gold: dict[str, Trajectory] | None,
     log: ResumableJsonl,
     bar: tqdm,
+    out: Path,
 ) -> None:
     """Play the queued episodes to the end, appending each finished one to ``log``.
 
@@ -304,7 +328,12 @@ def _play(
     per request samples the same whatever the lane count, and any policy samples the same on every rerun.
 
     An episode whose env was lost with a dead or hung worker starts again from its first step (at
-    most ``env.max_restarts`` times, then it is recorded as failed); the new worker gets fresh envs.
+    most ``env.max_restarts`` times, then it is recorded as failed); the new worker gets fresh envs; each replay
+    is noted in :func:`replays_path` of ``out``.
+
+    A policy that does not seed each request on its own (the HF backend: one seed per batch) is asked one request
+    per call unless ``env.batch_episodes``: an episode's samples then depend on its own requests only, never on
+    which episodes are live beside it, so a replayed or resumed episode plays what an unbroken run plays.
     """
     engines, split = getattr(generator, "engines", 1), getattr(generator, "split", None)  # an EnginePool's
     n = max(1, min(lanes_for(cfg.env.lanes, engines, split == "even"), pool.size, len(queue)))
@@ -312,8 +341,10 @@ def _play(
     for lane in lanes:
         lane.free = lane.slots[: len(lane.queue)]  # popped from the end (one lane: the slots as before lanes)
     lane_of = {s: lane for lane in lanes for s in lane.slots}
-    replays: dict[str, list[str]] = {}  # episode -> why it was started again, each time
+    replays: dict[str, int] = {}  # episode -> times it was started again (in this invocation)
     policy = _serialized(generator)
+    if not (cfg.env.batch_episodes or seeds_each_request(generator)):
+        policy = _one_request_per_call(policy)
 
     def requeue_lost() -> None:
         for s, reason in sorted(pool.pop_lost_slots().items()):
@@ -321,20 +352,21 @@ def _play(
             if s not in lane.live and s not in lane.starting:
                 continue  # an idle slot: nothing was lost
             ep = lane.live.pop(s).start if s in lane.live else lane.starting[s]
-            replays.setdefault(ep.key, []).append(reason)
+            replays[ep.key] = replays.get(ep.key, 0) + 1
             lane.free.append(s)
-            k = len(replays[ep.key])
+            k = replays[ep.key]
             if k > cfg.env.max_restarts:
-                log.append([_failed(ep, seed, f"{reason} ({k} times)", replays[ep.key][:-1])])
+                log.append([_failed(ep, seed, f"{reason} ({k} times)")])
                 bar.update(1)
                 bar.write(f"[nemo-act] episode {ep.key} failed: {reason} ({k} times)")
             else:
+                _note_replay(out, ep.key, reason)
                 lane.queue.insert(0, ep)
                 bar.write(f"[nemo-act] env worker replaced ({reason}); episode {ep.key} starts again")
 
     def finish(lane: _Lane, slot: int) -> None:
         ep = lane.live.pop(slot)
-        log.append([_record(ep, seed, replays.get(ep.start.key, []))])
+        log.append([_record(ep, seed)])
         lane.free.append(slot)
         bar.update(1)
         bar.set_postfix(success=f"{sum(r.success for r in log.records)}/{len(log.records)}")
@@ -425,6 +457,15 @@ def _play(
             executor.shutdown(wait=True, cancel_futures=True)
 
 
+def _one_request_per_call(policy: Any):
+    """``policy`` asked for each request alone (seeded by that request's key), answers in request order."""
+
+    def generate(requests, n, sampling, seed):
+        return [policy([r], n, sampling, seed)[0] for r in requests]
+
+    return generate
+
+
 def _serialized(generator: Generator):
     """``generator.generate``, one call at a time unless the generator takes concurrent calls (an engine pool)."""
     if getattr(generator, "concurrent_calls", False):
@@ -466,7 +507,7 @@ def _request(ep: _Live, cfg: ExperimentConfig, gold: dict[str, Trajectory] | Non
     )
 
 
-def _record(ep: _Live, seed: int, replays: list[str]) -> EpisodeRecord:
+def _record(ep: _Live, seed: int) -> EpisodeRecord:
     final = ep.view.score
     return EpisodeRecord(
         episode_id=ep.start.key,
@@ -477,11 +518,10 @@ def _record(ep: _Live, seed: int, replays: list[str]) -> EpisodeRecord:
         max_score=max(ep.max_score, 0.0),
         final_score=final,
         success=ep.max_score >= 100,
-        replays=replays,
     )
 
 
-def _failed(start: Start, seed: int, reason: str, replays: list[str] | None = None) -> EpisodeRecord:
+def _failed(start: Start, seed: int, reason: str) -> EpisodeRecord:
     """The record of an episode that could not be played: no steps, score 0, the reason."""
     return EpisodeRecord(
         episode_id=start.key,
@@ -493,18 +533,23 @@ def _failed(start: Start, seed: int, reason: str, replays: list[str] | None = No
         final_score=0.0,
         success=False,
         failed=reason,
-        replays=replays or [],
     )
 
 
-def summarize(records: Sequence[EpisodeRecord], seed: int) -> dict[str, Any]:
-    """Protocol metrics of one seed: mean max score (0-100) and completion rate (failed episodes count 0)."""
+def summarize(records: Sequence[EpisodeRecord], seed: int, replays: int) -> dict[str, Any]:
+    """Protocol metrics of one seed: mean max score (0-100) and completion rate (failed episodes count 0).
+
+    Args:
+        records: The seed's episodes.
+        seed: The sampling seed.
+        replays: Episodes started again on a new env worker (:func:`count_replays`).
+    """
     n = len(records)
     return {
         "seed": seed,
         "episodes": n,
         "failed": {r.episode_id: r.failed for r in records if r.failed},
-        "replays": sum(len(r.replays) for r in records),  # episodes started again on a new env worker
+        "replays": replays,  # episodes started again on a new env worker
         "score": sum(r.max_score for r in records) / n if n else float("nan"),
         "completion": proportion(sum(r.success for r in records), n),
         "mean_steps": sum(len(r.steps) for r in records) / n if n else float("nan"),

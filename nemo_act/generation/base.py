@@ -53,6 +53,16 @@ class Generator(Protocol):
         ...
 
 
+def seeds_each_request(generator: Generator) -> bool:
+    """Whether a generator's samples for a request depend only on the request and the seed, not on its batch.
+
+    True for vLLM (a seed per request), the built-in policies (seeded per request key) and an engine pool that
+    splits evenly; False for the HF backend (one torch seed per batch, from its first request, and rows sampled
+    together) and for any generator that does not say (``seeds_each_request = True`` on a class says it).
+    """
+    return bool(getattr(generator, "seeds_each_request", False))
+
+
 def generate_batches(
     generator: Generator, batches: Iterable[Sequence[GenerationRequest]], n: int, sampling: SamplingConfig, seed: int
 ) -> Iterator[list[list[str]]]:

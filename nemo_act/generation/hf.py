@@ -49,6 +49,8 @@ class HFGenerator:
         name_or_path: Overrides ``model_cfg.name_or_path`` (e.g. a stage's checkpoint).
     """
 
+    seeds_each_request = False  # one torch seed per batch; a row's sample depends on the rows beside it
+
     def __init__(self, model_cfg: ModelConfig, gen_cfg: GenerationConfig, name_or_path: str | None = None):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer

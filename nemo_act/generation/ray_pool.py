@@ -204,6 +204,7 @@ class EnginePool:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         self.batch_size, self.in_flight, self.engines, self.split = batch_size, in_flight, engines, split
+        self.seeds_each_request = split == "even"  # its engines seed each request (vLLM)
         self._actors: list[Any] = []
         self._pgs: list[Any] = []
         if not isinstance(placement, EnginePlacement):

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from nemo_act.config.schema import SamplingConfig
-from nemo_act.generation.base import GenerationRequest, close_generator
+from nemo_act.generation.base import GenerationRequest, close_generator, seeds_each_request
 from nemo_act.rewards import ACTION_CLOSE, ACTION_OPEN, Admissible, normalize_action
 from nemo_act.seeding import key_rng
 
@@ -37,6 +37,7 @@ class _PoolPolicy:
 
     name: str
     key_prefix = ""  # of the per-request seed
+    seeds_each_request = True
 
     def _pool(self, req: GenerationRequest, banned: set[str]) -> list[str]:
         raise NotImplementedError
@@ -67,6 +68,7 @@ class GoldGenerator:
     """Replays the expert action of each request (a ceiling for evaluation)."""
 
     name = "gold"
+    seeds_each_request = True  # samples nothing
 
     def generate(
         self, requests: Sequence[GenerationRequest], n: int, sampling: SamplingConfig, seed: int
@@ -124,6 +126,11 @@ class MixedGenerator:
     def __init__(self, policy: Any, data: DataGenerator, k: int) -> None:
         self.policy, self.data, self.k = policy, data, k
         self.name = f"{policy.name}+from_data*{k}"
+
+    @property
+    def seeds_each_request(self) -> bool:
+        """As its policy (the data draws are seeded per request key)."""
+        return seeds_each_request(self.policy)
 
     def close(self) -> None:
         """Free what the policy holds (an engine pool)."""

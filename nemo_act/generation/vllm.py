@@ -86,6 +86,8 @@ class VLLMGenerator:
         name_or_path: Overrides ``model_cfg.name_or_path`` (e.g. a stage's exported checkpoint).
     """
 
+    seeds_each_request = True  # a SamplingParams seed per request (:func:`request_seed`)
+
     def __init__(self, model_cfg: ModelConfig, gen_cfg: GenerationConfig, name_or_path: str | None = None):
         try:
             from vllm import LLM  # only on a GPU node
