@@ -3,8 +3,10 @@
 A wrong path used to surface as a Hugging Face traceback (``Repo id must be in the form ...``) after experts
 and pairs had been built. Each command now resolves every model and file it will load first and stops with
 one line per missing thing. A model is a local HF folder (``config.json`` + weights), or a hub name: with
-``HF_HUB_OFFLINE=1`` it must already be in the HF cache (checked there, never on the hub); online it is left
-to the download. ``random`` and ``gold`` are built-in policies, not models.
+``HF_HUB_OFFLINE=1`` it must already be in the HF cache (checked there, never on the hub); online, one in the
+cache is taken as it is and any other is checked with one metadata request (``HfApi.model_info`` on
+``HF_ENDPOINT``), so a misspelled id, a gated or private model, or a hub that cannot be reached is one line
+before any work, not a traceback after the data steps. ``random`` and ``gold`` are built-in policies, not models.
 """
 
 from __future__ import annotations
@@ -64,9 +66,9 @@ def model_problem(ref: str, offline: bool | None = None) -> str | None:
         if not (folder / "config.json").is_file() or not _has_weights(folder):
             return f"{folder} is not an HF checkpoint (config.json and weights)"
         return None
-    if not offline:
-        return None  # a hub name: downloaded when it is loaded
     snapshot = cached_snapshot(ref)
+    if snapshot is None and not offline:
+        return hub_problem(ref)
     if snapshot is None:
         return (
             f"{ref}: no such folder here, and not in the HF cache {hf_cache()} (HF_HUB_OFFLINE=1: the hub is not "
@@ -74,6 +76,37 @@ def model_problem(ref: str, offline: bool | None = None) -> str | None:
         )
     if not (snapshot / "config.json").is_file() or not _has_weights(snapshot):
         return f"{snapshot} lacks config.json or weights: download {ref} again"
+    return None
+
+
+def hub_problem(ref: str, timeout_s: float = 10.0) -> str | None:
+    """Why hub model ``ref`` cannot be downloaded, from one metadata request; None when the hub lists it.
+
+    Args:
+        ref: A hub model id (``namespace/name``).
+        timeout_s: How long to wait for the hub's answer.
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
+
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"  # read now, as hf_cache() is
+    try:
+        HfApi(endpoint=endpoint).model_info(ref, timeout=timeout_s)
+    except HFValidationError:
+        return f"{ref}: no such folder here, and not a hub model id (namespace/name)"
+    except GatedRepoError:
+        return f"{ref}: gated on the hub ({endpoint}): accept its terms on the model page and log in (`hf auth login`)"
+    except RepositoryNotFoundError:
+        return (
+            f"{ref}: no such folder here, and no such model on the hub ({endpoint}), or it is private "
+            "(log in with `hf auth login`); check the spelling"
+        )
+    except Exception as err:  # noqa: BLE001 - any network or server failure: the download would fail the same way
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        return (
+            f"{ref}: not a folder here, not in the HF cache {hf_cache()}, and the hub ({endpoint}) could not be "
+            f"asked about it ({first}); download it where there is internet (`hf download {ref}`), or pass a folder"
+        )
     return None
 
 
@@ -122,6 +155,6 @@ def run_inputs(cfg: ExperimentConfig, only: str | None = None) -> None:
         require(models, files)
     except MissingInputs as err:
         hint = ""
-        if cfg.model.tiny is not None and not p.init and not Path(init).exists():
+        if cfg.model.tiny is not None and not p.init and not Path(init).exists() and "on the hub" not in str(err):
             hint = f"\n(the tiny model is built with `nemo-act tiny-model --out {init}`)"
         raise MissingInputs(f"{err}{hint}") from None

@@ -3,9 +3,13 @@ no hub access offline."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -24,7 +28,61 @@ def test_models_are_folders_with_weights_or_cached_hub_names(tmp_path, monkeypat
     assert model_problem(str(tmp_path / "half")) is None
     offline = model_problem("Qwen/Qwen3-8B", offline=True)
     assert "not in the HF cache" in offline and str(tmp_path / "hf") in offline and "hf download" in offline
-    assert model_problem("Qwen/Qwen3-8B", offline=False) is None  # online: left to the download
+
+
+class _Hub(BaseHTTPRequestHandler):
+    """The hub's model metadata endpoint (``GET /api/models/<id>``), answering as huggingface.co does for a listed,
+    an unknown and a gated model: huggingface_hub's ``hf_raise_for_status`` (``utils/_http.py``) reads the
+    ``X-Error-Code`` header (``RepoNotFound`` -> RepositoryNotFoundError, ``GatedRepo`` -> GatedRepoError)."""
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        repo = self.path.split("?")[0].removeprefix("/api/models/")
+        self.server.asked.append(repo)
+        if repo == "Qwen/Qwen3-8B":
+            body = json.dumps({"id": repo, "sha": "0" * 40, "siblings": [{"rfilename": "config.json"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        code, error = (403, "GatedRepo") if repo.startswith("gated/") else (404, "RepoNotFound")
+        self.send_response(code)
+        self.send_header("X-Error-Code", error)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
+    server.asked = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+    yield server
+    server.shutdown()
+
+
+def test_online_a_hub_name_not_cached_is_checked_with_one_metadata_request(tmp_path, monkeypatch, hub):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    endpoint = os.environ["HF_ENDPOINT"]
+    assert model_problem("Qwen/Qwen3-8B", offline=False) is None
+    assert model_problem("Qwen/Qwen3-8b-typo", offline=False) == (
+        f"Qwen/Qwen3-8b-typo: no such folder here, and no such model on the hub ({endpoint}), or it is private "
+        "(log in with `hf auth login`); check the spelling"
+    )
+    assert "gated on the hub" in model_problem("gated/model", offline=False)
+    assert hub.asked == ["Qwen/Qwen3-8B", "Qwen/Qwen3-8b-typo", "gated/model"]  # one request each
+    assert "not a hub model id" in model_problem("a/b/c", offline=False)  # not asked: no such id can exist
+    with socket.socket() as s:  # a port nothing listens on: the hub cannot be reached
+        s.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{s.getsockname()[1]}")
+    unreachable = model_problem("Qwen/Qwen3-8B", offline=False)
+    assert "could not be asked about it" in unreachable and "hf download Qwen/Qwen3-8B" in unreachable
+    assert len(unreachable.splitlines()) == 1
 
 
 def test_require_lists_every_problem_on_its_own_line(tmp_path):
@@ -77,3 +135,21 @@ def test_a_missing_model_stops_the_commands_before_any_step(tmp_path):
         got = res.stderr.strip().splitlines()
         assert len(got) == len(lines) and all(g.startswith(w) for g, w in zip(got, lines, strict=True)), got
     assert not run.exists() and not (tmp_path / "pairs.jsonl").exists() and not (tmp_path / "r").exists()
+
+
+@pytest.mark.heavy
+def test_a_misspelled_hub_id_stops_a_run_before_any_step(tmp_path, hub):
+    """Online, `nemo-act run` with a model id the hub does not list: one line, exit 2, no run folder (it used to be
+    found after the experts and pairs were built, as a two-traceback OSError)."""
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"} | {"HF_HOME": str(tmp_path / "hf")}
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "nemo_act.cli", "run", str(conf_root() / "pipeline" / "il.yaml"), "--run-dir",
+           str(run), "model.name_or_path=Qwen/Qwen3-8b-typo"]  # fmt: skip
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert res.stderr.strip().splitlines() == [
+        f"error: model.name_or_path: Qwen/Qwen3-8b-typo: no such folder here, and no such model on the hub "
+        f"({env['HF_ENDPOINT']}), or it is private (log in with `hf auth login`); check the spelling"
+    ]
+    # once (huggingface_hub itself may also fetch its agent-harness list, utils/_detect_agent.py)
+    assert [a for a in hub.asked if not a.startswith("/")] == ["Qwen/Qwen3-8b-typo"] and not run.exists()
