@@ -18,6 +18,7 @@ from nemo_act.inputs import require
 from nemo_act.quiet import quiet_libraries
 from nemo_act.runlock import LockedError
 from nemo_act.stage_kinds import STAGE_KINDS
+from nemo_act.write_errors import write_failure
 
 
 class UsageError(Exception):
@@ -687,6 +688,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {err.filename}: {err.strerror.lower()}", file=sys.stderr)
         else:
             print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (OSError, RuntimeError) as err:  # a full disk, a quota, a read-only mount: one line naming the output
+        message = write_failure(err, getattr(args, "run_dir", None) or getattr(args, "out", None))
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
         return 2
 
 

@@ -15,6 +15,7 @@ Commands that write into a run or data folder take the lock (``nemo-act run``, `
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -24,6 +25,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from nemo_act.write_errors import REFUSED, filesystem_state
 
 LOCK_NAME = ".nemo-act.lock"
 RECORD_BYTES = 4096  # the record is rewritten in place as one write of this size: a reader never sees half of one
@@ -101,6 +104,8 @@ def check_output(target: str | Path, is_file: bool) -> None:
             if not parent.is_dir():
                 raise OutputPathError(f"{target}: {parent} is a file, so no {what} can be made under it")
             if not os.access(parent, os.W_OK | os.X_OK):
+                if filesystem_state(parent) == REFUSED[errno.EROFS]:
+                    raise OutputPathError(f"{target}: {parent} is on a read-only filesystem")
                 raise OutputPathError(f"{target}: {parent} is not writable by this user")
             break
 
