@@ -15,7 +15,8 @@ import os
 from pathlib import Path
 
 REFUSED = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-           errno.EROFS: "read-only filesystem"}  # fmt: skip
+           errno.EROFS: "read-only filesystem", errno.EACCES: "permission denied"}  # fmt: skip
+FULL = (errno.ENOSPC, errno.EDQUOT)
 TORCH_WRITER = ("unexpected pos", "PytorchStreamWriter failed")  # torch's zip writer (caffe2/serialize)
 ROOM_BYTES = 64 << 20  # less free space than this under the output counts as a full disk
 
@@ -48,14 +49,15 @@ def write_failure(err: BaseException, output: str | Path | None) -> str | None:
         output: What the command writes (its ``--out`` / ``--run-dir``), named when ``err`` names no file.
     """
     if isinstance(err, OSError) and err.errno in REFUSED:
-        where = err.filename or output
-        reason = REFUSED[err.errno]
+        where, reason, full = err.filename or output, REFUSED[err.errno], err.errno in FULL
     elif isinstance(err, RuntimeError) and any(m in str(err) for m in TORCH_WRITER) and output is not None:
-        where = output
-        reason = filesystem_state(output) or f"the write failed ({str(err).strip().splitlines()[0]})"
+        state = filesystem_state(output)
+        where, full = output, state is None or state.startswith(REFUSED[errno.ENOSPC])
+        reason = state or f"the write failed ({str(err).strip().splitlines()[0]})"
     else:
         return None
+    todo = "make room" if full else "make it writable"
     return (
-        f"{where}: {reason}; make room (or point the output elsewhere) and run the command again: "
+        f"{where}: {reason}; {todo} (or point the output elsewhere) and run the command again: "
         "what was written is kept and it resumes from there"
     )

@@ -77,6 +77,8 @@ def test_write_failure_names_the_file_or_the_output():
     full = OSError(errno.ENOSPC, "No space left on device")  # a file object's write: no filename
     assert write_failure(full, "/runs/a").startswith("/runs/a: no space left on the device; make room")
     named = OSError(errno.EROFS, "Read-only file system", "/runs/a/x.json")
-    assert write_failure(named, "/runs/a").startswith("/runs/a/x.json: read-only filesystem;")
-    assert write_failure(OSError(errno.EACCES, "Permission denied"), "/runs/a") is None  # not a refused write
+    assert write_failure(named, "/runs/a").startswith("/runs/a/x.json: read-only filesystem; make it writable")
+    denied = write_failure(PermissionError(errno.EACCES, "Permission denied", "/runs/a/s.json"), "/runs/a")
+    assert denied.startswith("/runs/a/s.json: permission denied; make it writable (or point the output elsewhere)")
+    assert write_failure(OSError(errno.EIO, "Input/output error"), "/runs/a") is None  # not a refused write
     assert write_failure(RuntimeError("shape mismatch"), "/runs/a") is None
