@@ -203,6 +203,7 @@ def _experts_from_files(cfg: BenchmarkConfigBase, split: str, out: Path) -> Summ
         "won": sum(t.success for t in trajs),
         "failed": [],
         "steps": sum(len(t.steps) for t in trajs),
+        "steps_admissible": sum(s.action_admissible for t in trajs for s in t.steps),
         "mean_score": sum(t.score for t in trajs) / len(trajs) if trajs else 0.0,
         **({"skipped": {reason: len(lines) for reason, lines in skipped.items()}} if skipped else {}),
         **extra,

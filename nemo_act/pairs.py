@@ -49,6 +49,7 @@ class StateOutcome(BaseModel):
     leftover: int = 0  # K-way: distinct alternatives too few to fill one more group of N-1
     long: int = 0  # samples whose action is over prompt.max_candidate_chars (a candidate is never cut)
     too_long: bool = False  # the expert action is over prompt.max_candidate_chars: the state is skipped, not sampled
+    template: int = 0  # samples that copy a template (a tool entry, search[<query>], the text-reply entry): no action
 
 
 class DegenerateDataError(ValueError):
@@ -111,12 +112,15 @@ def build_outcome(
     expert = expert_action(traj, index)
     expert_forms = {normalize_action(expert), normalize_action(step.action)}
     sid = state_id(traj, index)
-    unparsable = duplicate = repeat = long = 0
+    unparsable = duplicate = repeat = long = template = 0
     alternatives: list[str] = []
+    listed = Admissible(step.admissible_actions)
     for text in samples:
         parsed = parse_action(text)
         if not parsed.well_formed or parsed.action is None:
             unparsable += 1
+        elif listed.is_template(parsed.action):
+            template += 1
         elif len(parsed.action) > cfg.prompt.max_candidate_chars:
             long += 1
         elif normalize_action(parsed.action) in expert_forms:
@@ -129,7 +133,6 @@ def build_outcome(
     n_alt = cfg.pairs.candidates - 1
     groups = [alternatives[i : i + n_alt] for i in range(0, len(alternatives) - n_alt + 1, n_alt)]
     for j, group in enumerate(groups):
-        listed = Admissible(step.admissible_actions)
         flags = [a in listed for a in group]
         state = trajectory_state(
             traj,
@@ -166,6 +169,7 @@ def build_outcome(
         pairs=pairs,
         leftover=len(alternatives) - n_alt * len(groups),
         long=long,
+        template=template,
     )
 
 
@@ -230,6 +234,7 @@ def summarize(outcomes: Sequence[StateOutcome], k: int) -> dict[str, int]:
         "dropped_unparsable": sum(o.unparsable for o in outcomes),
         "dropped_duplicate": sum(o.duplicate for o in outcomes),
         "dropped_repeat": sum(o.repeat for o in outcomes),
+        "dropped_template": sum(o.template for o in outcomes),
         "states_all_duplicate": sum(1 for o in outcomes if o.duplicate == k),
         "states_without_pair": sum(1 for o in outcomes if not o.pairs),
         "pairs": len(pairs),

@@ -261,13 +261,13 @@ class PipelineRunner:
             title="ACT pairs",
             title_justify="left",
             caption="states too long: expert action over prompt.max_candidate_chars, skipped; samples dropped: "
-            "unparsable, = expert, repeat, too long",
+            "unparsable, a template copied (never an action), = expert, repeat, too long",
             caption_justify="left",
         )
-        keys = ["states", "pairs", "states_without_pair", "states_too_long", "dropped_unparsable", "dropped_duplicate"]
-        keys += ["dropped_repeat", "dropped_too_long"]
-        heads = ["states", "pairs", "states without a pair", "states too long", "unparsable", "= expert", "repeat"]
-        heads += ["samples too long"]
+        keys = ["states", "pairs", "states_without_pair", "states_too_long", "dropped_unparsable", "dropped_template"]
+        keys += ["dropped_duplicate", "dropped_repeat", "dropped_too_long"]
+        heads = ["states", "pairs", "states without a pair", "states too long", "unparsable", "template", "= expert"]
+        heads += ["repeat", "samples too long"]
         table.add_column("split")
         for head in [*heads, "alternative admissible"]:
             table.add_column(head, justify="right")

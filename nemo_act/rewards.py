@@ -27,7 +27,7 @@ from functools import lru_cache
 from typing import Any
 
 from nemo_act.config.schema import RewardValues, SelectionRewardConfig
-from nemo_act.tool_calls import TEXT_REPLY, call_admissible, tool_entries
+from nemo_act.tool_calls import TEXT_REPLY, call_admissible, canonical_calls, entry_schema, tool_entries
 
 ACTION_OPEN = "<action>"  # the answer tag: the one place it is spelled (generation stops, targets, parsing)
 ACTION_CLOSE = "</action>"
@@ -131,9 +131,20 @@ def parse_action(text: str) -> ParsedAction:
 def normalize_action(action: str) -> str:
     """Canonical form used to compare actions: case, inner whitespace, quotes and trailing punctuation.
 
+    Tool calls (``name({json})``, :mod:`nemo_act.tool_calls`) are the exception: their canonical form is the parsed
+    JSON with sorted keys, so string values, ids and enum values keep their case and spacing, and tool entries are
+    kept as written.
+
     >>> normalize_action("  Go to  Kitchen. ")
     'go to kitchen'
+    >>> normalize_action('get_user({"id":  "M05KNL"})')
+    'get_user({"id": "M05KNL"})'
     """
+    stripped = action.strip()
+    if (calls := canonical_calls(stripped)) is not None:
+        return calls
+    if entry_schema(stripped) is not None:
+        return stripped
     text = " ".join(action.split()).casefold()
     prev = None
     while prev != text:
@@ -160,23 +171,33 @@ class Admissible:
     An entry may be a template whose ``<...>`` slots stand for any non-empty text (WebShop's
     ``search[<query>]``). A list with tool entries (the traces benchmark's ``get_weather(<arguments: {...}>)``)
     admits a call only of a listed tool with arguments that validate against its entry, and text only where it
-    lists ``<a text reply to the user>`` (:func:`nemo_act.tool_calls.call_admissible`). Build one per state where
-    many actions are checked against the same list (a policy's pool, a group of candidates).
+    lists ``<a text reply to the user>`` (:func:`nemo_act.tool_calls.call_admissible`). A template itself (an entry
+    with a ``<...>`` slot, a tool entry, the text-reply entry) is never admissible: copying it is no action.
+    Build one per state where many actions are checked against the same list (a policy's pool, a group of
+    candidates).
     """
 
     def __init__(self, actions: Iterable[str]) -> None:
         entries = [normalize_action(a) for a in actions]
         self._exact = set(entries)
-        self._tools = tool_entries(entries)
+        self.tools = tool_entries(entries)  # by name
         self._text_reply = TEXT_REPLY in self._exact
-        self._patterns = [] if self._tools else [p for e in entries if (p := _template(e)) is not None]
+        self._patterns = [] if self.tools else [p for e in entries if (p := _template(e)) is not None]
+        self.templates = {e for e in entries if _template(e) is not None}
+
+    def is_template(self, action: str) -> bool:
+        """Whether ``action`` is a template, one of this list's or any tool entry: never admissible, never a pair's."""
+        norm = normalize_action(action)
+        return norm in self.templates or norm == TEXT_REPLY or entry_schema(norm) is not None and "<" in norm
 
     def __contains__(self, action: object) -> bool:
         norm = normalize_action(str(action))
+        if self.is_template(norm):
+            return False
         if norm in self._exact:
             return True
-        if self._tools:
-            return call_admissible(norm, self._tools, self._text_reply)
+        if self.tools:
+            return call_admissible(norm, self.tools, self._text_reply)
         return any(p.fullmatch(norm) for p in self._patterns)
 
 

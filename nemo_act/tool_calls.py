@@ -2,15 +2,18 @@
 
 An agent-trace state lists one entry per tool, ``get_weather(<arguments: {"city": string, "days"?: integer}>)``
 (:func:`nemo_act.benchmarks.traces.tool_template` writes them: ``?`` = optional, a type name or ``any``, or the
-allowed values ``"economy"|"business"`` of an enum), plus :data:`TEXT_REPLY` for a plain answer. The entry is
+allowed values ``"economy"|"business"`` of an enum; a last field ``...`` = other arguments allowed, as JSON Schema
+allows them unless the tool's schema says ``"additionalProperties": false``), plus :data:`TEXT_REPLY` for a plain
+answer. Entries and :data:`TEXT_REPLY` are templates: an action that copies one is never admissible. The entry is
 the one thing every admissibility check sees (the trace reader, pair construction, both engines' rewards: rows
 carry the admissible list), so it carries what a call is checked against: the tool's name, its required
 arguments, each argument's type or values. :func:`call_admissible` turns the entry back into a JSON Schema and
 validates the call's arguments with ``jsonschema`` (the kept validator of the field; a row does not carry the
 tool's full schema, so nested properties are checked only as ``object``/``array``). A text reply is admissible
 when it is text and not call-shaped (``get_weather(``, ``delete_database({"x": 1})`` are calls that must match
-a listed tool). Everything is compared after :func:`nemo_act.rewards.normalize_action` (case-folded), so
-entries and calls are parsed in that form.
+a listed tool). Calls are compared in their canonical form (:func:`canonical_calls`: parsed JSON, keys sorted,
+JSON spacing), so key order and spacing outside strings never matter and string values, ids, enum values and tool
+names are compared exactly, case included (no normalisation of argument values). Entries keep their case too.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 TEXT_REPLY = "<a text reply to the user>"  # the entry for a turn that answers in text
+MORE = "..."  # an entry's last field when the tool takes arguments beyond those it names
 CALL_SEPARATOR = "; "  # parallel calls of one turn
 _NAME = r"[A-Za-z_][\w.\-]*"
 _CALL_START = re.compile(rf"({_NAME})\(")
@@ -61,6 +65,25 @@ def parse_calls(text: str) -> list[tuple[str, Any]] | None:
             pos += 1
 
 
+def canonical_call(name: str, arguments: Any) -> str:
+    """The canonical text of one tool call: ``name({json arguments with sorted keys})``.
+
+    >>> canonical_call("get_weather", {"days": 2, "city": "Oslo"})
+    'get_weather({"city": "Oslo", "days": 2})'
+    """
+    return f"{name}({json.dumps(arguments, sort_keys=True, ensure_ascii=False)})"
+
+
+def canonical_calls(text: str) -> str | None:
+    """``text`` as canonical calls (:func:`canonical_call`, joined by ``"; "``), or None when it is not calls.
+
+    >>> canonical_calls('get_weather({"days":2,  "city": "Oslo"})')
+    'get_weather({"city": "Oslo", "days": 2})'
+    """
+    calls = parse_calls(text)
+    return None if calls is None else CALL_SEPARATOR.join(canonical_call(name, args) for name, args in calls)
+
+
 @lru_cache(maxsize=4096)
 def entry_schema(entry: str) -> tuple[str, dict[str, Any]] | None:
     """A tool entry's name and the JSON Schema of its arguments; None when ``entry`` is no tool entry."""
@@ -72,6 +95,9 @@ def entry_schema(entry: str) -> tuple[str, dict[str, Any]] | None:
     name, body = m.groups()
     props: dict[str, Any] = {}
     required: list[str] = []
+    more = body.rstrip().endswith(MORE)
+    if more:
+        body = body.rstrip()[: -len(MORE)].rstrip().rstrip(",")
     pos = 0
     while pos < len(body):
         f = _FIELD.match(body, pos)
@@ -82,7 +108,7 @@ def entry_schema(entry: str) -> tuple[str, dict[str, Any]] | None:
         if not optional:
             required.append(key)
         pos = f.end()
-    return name, {"type": "object", "properties": props, "required": required}
+    return name, {"type": "object", "properties": props, "required": required, "additionalProperties": more}
 
 
 def _value_schema(alts: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from nemo_act.benchmarks.traces import REPLY_ENTRY, canonical_call, read_traces,
 from nemo_act.config.load import load_config
 from nemo_act.data.io import RecordError, read_jsonl
 from nemo_act.data.records import Pair, Trajectory
-from nemo_act.prompts.state import trajectory_state
+from nemo_act.prompts.state import state_id, trajectory_state
 from nemo_act.rewards import in_actions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,7 +67,8 @@ def test_a_trace_becomes_steps_with_canonical_calls(tmp_path):
     assert first.observation == "User: Rain in Oslo?"
     assert first.action == 'get_weather({"city": "Oslo", "days": 2})'  # commentary text dropped, keys sorted
     assert last.observation == 'Tool get_weather: {"rain_mm": 4}' and last.action == "Yes, 4 mm."
-    assert first.admissible_actions == ['get_weather(<arguments: {"city": string, "days"?: integer}>)', REPLY_ENTRY]
+    entry = 'get_weather(<arguments: {"city": string, "days"?: integer, ...}>)'  # "...": its schema allows more
+    assert first.admissible_actions == [entry, REPLY_ENTRY]
     assert first.action_admissible and last.action_admissible  # a listed tool's call; a text reply
     f.write_text(_line(_trace(), id="w1"))  # no tool list: nothing is admissible, nothing listed
     assert [(s.admissible_actions, s.action_admissible) for s in read_traces(f, 0.2)[0].steps] == [([], False)] * 2
@@ -284,12 +285,12 @@ def test_the_runner_prints_a_pairs_summary_per_split(tmp_path):
         files[split].write_text("")
         counts = {"states": states, "pairs": pairs, "states_without_pair": 3, "dropped_unparsable": 7,
                   "dropped_duplicate": 11, "dropped_repeat": 2, "alternative_admissible": adm, "states_too_long": 1,
-                  "dropped_too_long": 4}  # fmt: skip
+                  "dropped_too_long": 4, "dropped_template": 5}  # fmt: skip
         write_manifest(files[split], "pairs", params={}, counts=counts)
     console = Console(record=True, width=160)
     PipelineRunner(load_config(overrides=[f"run_dir={tmp_path}"]), console=console).print_pairs_summary(files)
     rows = [" ".join(line.replace("│", " ").split()) for line in console.export_text().splitlines()]
-    assert "train 40 90 3 1 7 11 2 4 81 (90%)" in rows and "held-out 9 20 3 1 7 11 2 4 5 (25%)" in rows
+    assert "train 40 90 3 1 7 5 11 2 4 81 (90%)" in rows and "held-out 9 20 3 1 7 5 11 2 4 5 (25%)" in rows
 
 
 def test_from_data_alternatives_are_real_calls_never_the_expert(tmp_path):
@@ -374,7 +375,7 @@ def test_nemo_act_run_on_traces_end_to_end(tiny_model_dir, tmp_path):
         f"benchmark.path={EXAMPLE}",
         f"model.name_or_path={tiny_model_dir}",
         "train=demo",
-        "pipeline.pairs_policy=random",
+        "pipeline.pairs_policy=from_data",
         "train.act.max_steps=2",
         "train.il.max_steps=2",
         "train.il.logging_steps=1",
@@ -503,30 +504,48 @@ def test_an_action_over_its_budget_skips_its_state_names_the_line_and_is_never_d
     )
 
 
-def test_from_data_alternatives_mix_with_the_policy_samples(tmp_path):
-    """``pairs.from_data_k``: each state gets the policy's K samples and then that many draws from the file's own
-    actions (the random policy's templates beside real calls), reproducibly; the policy's name in the pairs
-    says so."""
+@pytest.mark.heavy
+def test_from_data_alternatives_mix_with_the_policy_samples(tiny_model_dir, tmp_path):
+    """``pairs.from_data_k``: each state gets the policy's K samples (a tiny model's) and then that many draws from
+    the file's own actions (real calls and replies, never a template), reproducibly; the policy's name in the
+    pairs says so."""
     from nemo_act.experts import collect_experts
     from nemo_act.generation import make_pairs_generator
     from nemo_act.pairs import StateOutcome, collect_pairs
+    from nemo_act.rewards import Admissible
 
-    cfg = load_config(overrides=["benchmark=traces", f"benchmark.path={EXAMPLE}", "pairs.k=1", "pairs.from_data_k=2"])
+    overrides = ["benchmark=traces", f"benchmark.path={EXAMPLE}", "pairs.k=1", "pairs.from_data_k=2",
+                 "pairs.sampling.max_new_tokens=8"]  # fmt: skip
+    cfg = load_config(overrides=overrides)
     experts = tmp_path / "experts.jsonl"
     collect_experts(cfg, "train", experts)
     outs = []
     for name in ("a.jsonl", "b.jsonl"):
-        gen = make_pairs_generator("random", cfg, experts)
-        assert gen.name == "random+from_data*2"
+        gen = make_pairs_generator(str(tiny_model_dir), cfg, experts)
+        assert gen.name == f"{tiny_model_dir}+from_data*2"
         collect_pairs(experts, gen, cfg, tmp_path / name, progress=False)
         outs.append((tmp_path / name).read_text())
     assert outs[0] == outs[1]
     states = list(read_jsonl(tmp_path / "a.jsonl.states.jsonl", StateOutcome))
     assert {len(s.samples) for s in states} == {3}
-    templated = [s for s in states if s.samples[0] and "<arguments" in s.samples[0]]
-    assert templated and all("<arguments" not in x for s in states for x in s.samples[1:] if x)
-    alternatives = {p.alternative_action for p in read_jsonl(tmp_path / "a.jsonl", Pair)}
-    assert any("<arguments" in a for a in alternatives) and any("<arguments" not in a for a in alternatives)
+    steps = {state_id(t, i): s for t in read_jsonl(experts, Trajectory) for i, s in enumerate(t.steps)}
+    draws = [(s.state_id, x.removeprefix("<action>").removesuffix("</action>")) for s in states for x in s.samples[1:]]
+    assert draws and all(not Admissible(steps[sid].admissible_actions).is_template(a) for sid, a in draws if a)
+    assert {p.policy for p in read_jsonl(tmp_path / "a.jsonl", Pair)} == {gen.name}
+
+
+def test_the_random_policy_refuses_tool_lists_and_names_from_data(tmp_path):
+    """A tool list has no concrete call to draw (only templates, which are never admissible): the random policy
+    says so and points to ``pipeline.pairs_policy=from_data``, instead of pairing the expert with a template."""
+    from nemo_act.experts import collect_experts
+    from nemo_act.generation import make_pairs_generator
+    from nemo_act.pairs import collect_pairs
+
+    cfg = load_config(overrides=["benchmark=traces", f"benchmark.path={EXAMPLE}"])
+    experts = tmp_path / "experts.jsonl"
+    collect_experts(cfg, "train", experts)
+    with pytest.raises(ValueError, match=r"random policy has no concrete action.*pipeline.pairs_policy=from_data"):
+        collect_pairs(experts, make_pairs_generator("random", cfg, experts), cfg, tmp_path / "p.jsonl", progress=False)
 
 
 def test_the_support_desk_example_is_what_its_script_makes():
@@ -637,3 +656,91 @@ def test_a_10_mb_argument_in_train_and_dev_is_a_counted_skip_not_a_crash(tiny_mo
     assert "held-out selection, init:" in out and "held-out selection, 01_act:" in out
     peak_kb = int(out.split("PEAK_KB ")[1].split()[0])
     assert peak_kb < 2 * 2**20, f"peak {peak_kb / 2**20:.2f} GB"
+
+
+STRICT = {  # a tool schema as the support desk's are: closed to other arguments, a case-sensitive enum
+    "name": "cancel_reservation",
+    "parameters": {
+        "type": "object",
+        "properties": {"reservation_id": {"type": "string"}, "cabin": {"type": "string", "enum": ["economy"]}},
+        "required": ["reservation_id"],
+        "additionalProperties": False,
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("action", "admissible", "accuracy"),
+    [
+        ('cancel_reservation({"reservation_id": "M05KNL", "cabin": "economy"})', True, 1.0),
+        ('cancel_reservation({"cabin":"economy",   "reservation_id":"M05KNL"})', True, 1.0),  # order, spacing: free
+        ('cancel_reservation({"reservation_id": "m05knl", "cabin": "economy"})', True, 0.0),  # another id (valid)
+        ('cancel_reservation({"reservation_id": "M05KNL", "cabin": "ECONOMY"})', False, 0.0),  # not the enum's value
+        ('cancel_reservation({"reservation_id": "M05KNL", "cabin": "economy", "drop_table": true})', False, 0.0),
+        ('CANCEL_RESERVATION({"reservation_id": "M05KNL", "cabin": "economy"})', False, 0.0),  # no such tool
+        ('cancel_reservation(<arguments: {"cabin"?: "economy", "reservation_id": string}>)', False, 0.0),  # template
+        ("<a text reply to the user>", False, 0.0),  # the text-reply template
+        ('calculate(<arguments: {"expression": string}>)', False, 0.0),  # another tool's template
+    ],
+)
+def test_tool_calls_compare_exactly_and_templates_are_never_admissible(action, admissible, accuracy):
+    """Admissible = a call this state's tools accept: string values exact (an enum's case too), no argument the
+    schema closes out, never a template; accuracy compares the parsed calls (key order and spacing free, values
+    exact: a case-changed id is another, valid, call)."""
+    from nemo_act.config.schema import RewardValues
+    from nemo_act.rewards import action_reward
+
+    entries = [tool_template(STRICT), REPLY_ENTRY]
+    assert entries[0] == 'cancel_reservation(<arguments: {"cabin"?: "economy", "reservation_id": string}>)'
+    assert in_actions(action, entries) is admissible
+    expert = 'cancel_reservation({"cabin": "economy", "reservation_id": "M05KNL"})'
+    reward = action_reward(f"<action>{action}</action>", expert, entries, RewardValues(correct=1, admissible=0.1,
+                           malformed=-1), True)  # fmt: skip
+    assert (reward.accuracy, reward.admissible) == (accuracy, 0.1 if admissible and not accuracy else 0.0)
+
+
+def test_extra_arguments_follow_json_schema_where_the_tool_is_silent():
+    """A schema without ``additionalProperties`` allows other arguments (JSON Schema's default): its entry says
+    so with ``...``; ``"additionalProperties": false`` closes it."""
+    open_tool = {"name": "lookup", "parameters": {"properties": {"q": {"type": "string"}}, "required": ["q"]}}
+    closed = {"name": "lookup", "parameters": {**open_tool["parameters"], "additionalProperties": False}}
+    extra = 'lookup({"q": "oslo", "limit": 3})'
+    assert tool_template(open_tool) == 'lookup(<arguments: {"q": string, ...}>)' and in_actions(
+        extra, [tool_template(open_tool)]
+    )
+    assert tool_template(closed) == 'lookup(<arguments: {"q": string}>)' and not in_actions(
+        extra, [tool_template(closed)]
+    )
+    assert in_actions('lookup({"q": "oslo"})', [tool_template(closed)])
+
+
+def test_refusal_turns_are_text_actions_and_counted(tmp_path):
+    """OpenAI's refusal turn (content null, a ``refusal`` text) is the agent declining in text: a text action,
+    counted in the experts manifest, instead of a 'neither text nor tool calls' error."""
+    from nemo_act.experts import collect_experts
+
+    refusal = [*_trace()[:2], {"role": "assistant", "content": None, "refusal": "I can't help with that."}]
+    f = tmp_path / "log.jsonl"
+    f.write_text(_line(refusal, id="r", split="train", tools=[WEATHER]) + _line(_trace(), id="ok", split="train"))
+    first, _ = read_traces(f, 0.2)
+    assert first.steps[0].action == "I can't help with that." and first.steps[0].action_admissible
+    cfg = load_config(overrides=["benchmark=traces", f"benchmark.path={f}"])
+    counts = collect_experts(cfg, "train", tmp_path / "experts.jsonl").counts
+    assert counts["refusal_turns"] == 1 and counts["steps_admissible"] == 1  # the untooled trace lists nothing
+
+
+@pytest.mark.heavy
+def test_experts_on_the_support_desk_say_what_is_admissible_and_that_no_group_was_found(tmp_path):
+    """`nemo-act experts` on the support desk example (no 'group' field, ids ending in -t0, -t1): the real count of
+    actions admissible when taken, and a split line that says no group was found, how many ids look like one
+    task's trials and how many of those tasks straddle the split, naming benchmark.split_by."""
+    path = REPO / "nemo_act" / "benchmarks" / "examples" / "support_desk.jsonl"
+    cmd = [sys.executable, "-m", "nemo_act.cli", "experts", "--benchmark", "traces", "--split", "train", "--out",
+           str(tmp_path / "e.jsonl"), f"benchmark.path={path}"]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = res.stdout
+    steps = sum(len(t.steps) for t in read_traces(path, 0.2) if t.split == "train")
+    assert f"actions admissible when taken: {steps}" in out  # every recorded call validates against its tool
+    assert "groups: none found" in out and "look like trials" in out and "benchmark.split_by" in out
+    assert "(0 in several splits)" not in out

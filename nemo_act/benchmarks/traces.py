@@ -15,21 +15,21 @@ OpenAI's fine-tuning files and most agent frameworks write::
                   {"role": "tool", "tool_call_id": "c1", "content": "{\"rain_mm\": 4}"},
                   {"role": "assistant", "content": "Yes, about 4 mm of rain."}]}
 
-**Steps.** Every assistant turn is one expert step. Its action is the turn's tool calls, each in the
-canonical form ``name({json arguments, keys sorted})`` (several calls joined by ``"; "``; text that comes
-with calls is commentary and is dropped), or, for a turn without calls, its text. Actions then compare as
-every action does (:func:`nemo_act.rewards.normalize_action`: case and whitespace), so argument order and
-spacing never make two calls differ. The observation of a step is what came since the previous assistant
-turn: user messages as ``User: ...``, tool results as ``Tool <name>: ...`` (a result given as a JSON object or
-array, as its JSON). A tool result must answer a call of an earlier assistant turn (its ``tool_call_id``, or its
-``name`` for legacy ``function`` messages): one that answers none is a bad line, since its tool would be lost. The
-task is the first user message; an assistant turn before it (a service log's greeting) is not a step but the
-first step's history (``Assistant: ...``). System (and developer) messages are the recorded agent's own
-instructions (a policy, the user's account facts): with ``benchmark.system_prompt: keep`` (the default) they are
-the trajectory's ``context``, shown before the task under ``Instructions:`` and cut at
+**Steps.** Every assistant turn is one expert step. Its action is the turn's tool calls, each in the canonical form
+``name({json arguments, keys sorted})`` (several calls joined by ``"; "``; text that comes with calls is commentary
+and is dropped), or, for a turn without calls, its text (an OpenAI refusal turn: its ``refusal`` text). Calls
+compare in that canonical form (:func:`nemo_act.rewards.normalize_action`), so argument order and spacing never make
+two calls differ, while string values (ids, enum values) are compared exactly. The observation of a step is what
+came since the previous assistant turn: user messages as ``User: ...``, tool results as ``Tool <name>: ...`` (a
+result given as a JSON object or array, as its JSON). A tool result must answer a call of an earlier assistant turn
+(its ``tool_call_id``, or its ``name`` for legacy ``function`` messages): one that answers none is a bad line, since
+its tool would be lost. The task is the first user message; an assistant turn before it (a service log's greeting)
+is not a step but the first step's history (``Assistant: ...``). System (and developer) messages are the recorded
+agent's own instructions (a policy, the user's account facts): with ``benchmark.system_prompt: keep`` (the default)
+they are the trajectory's ``context``, shown before the task under ``Instructions:`` and cut at
 ``prompt.max_context_chars``; ``drop`` leaves them out. ``benchmark.history_k`` sets how many past steps a prompt
-shows for traces (``prompt.history_k`` follows it): the facts an agent's call depends on (an id the user gave,
-what a lookup returned) are often several turns back.
+shows for traces (``prompt.history_k`` follows it): the facts an agent's call depends on (an id the user gave, what
+a lookup returned) are often several turns back.
 
 **Admissible actions.** When a line has ``tools``, each step lists one entry per tool, a template such as
 ``get_weather(<arguments: {"city": string, "days"?: integer, "unit"?: "c"|"f"}>)`` (``?`` = optional; a type,
@@ -73,9 +73,9 @@ from nemo_act.data.io import RecordError, iter_json
 from nemo_act.data.records import Step, Trajectory
 from nemo_act.rewards import in_actions
 from nemo_act.seeding import key_int
-from nemo_act.tool_calls import CALL_SEPARATOR, TEXT_REPLY
+from nemo_act.tool_calls import CALL_SEPARATOR, MORE, TEXT_REPLY, canonical_call
 
-ADAPTER_VERSION = 1
+ADAPTER_VERSION = 2  # 2: exact argument values, "..." for arguments a tool allows beyond its named ones
 LIVE_EXPERT_ACTION = False
 SOURCE = "traces"
 _SYSTEM_ROLES = ("system", "developer")
@@ -132,29 +132,27 @@ class TraceError(RecordError):
         self.reason = f"{where}: {msg.split(' (')[0]}"
 
 
-def canonical_call(name: str, arguments: dict[str, Any]) -> str:
-    """The canonical text of one tool call: ``name({json arguments with sorted keys})``.
-
-    >>> canonical_call("get_weather", {"days": 2, "city": "Oslo"})
-    'get_weather({"city": "Oslo", "days": 2})'
-    """
-    return f"{name}({json.dumps(arguments, sort_keys=True, ensure_ascii=False)})"
-
-
 def tool_template(tool: dict[str, Any]) -> str:
     """The admissible-list entry of one tool: its name and a ``<arguments: ...>`` slot naming the parameters.
 
+    Arguments the schema does not name are allowed, as JSON Schema allows them, unless it says
+    ``"additionalProperties": false``; the entry then ends with ``...`` (:data:`~nemo_act.tool_calls.MORE`). A tool
+    that takes no arguments at all is ``name({})``.
+
     >>> tool_template({"name": "get_weather", "parameters": {"properties": {"city": {"type": "string"}},
-    ...                "required": ["city"]}})
+    ...                "required": ["city"], "additionalProperties": False}})
     'get_weather(<arguments: {"city": string}>)'
+    >>> tool_template({"name": "get_weather", "parameters": {"properties": {"city": {"type": "string"}}}})
+    'get_weather(<arguments: {"city"?: string, ...}>)'
     """
     params = tool.get("parameters") or {}
     props: dict[str, Any] = params.get("properties") or {}
-    if not props:
+    more = params.get("additionalProperties", True) is not False
+    if not props and not more:
         return f"{tool['name']}({{}})"
     required = set(params.get("required") or [])
     fields = [f'"{key}"{"" if key in required else "?"}: {_value(spec)}' for key, spec in sorted(props.items())]
-    return f"{tool['name']}(<arguments: {{{', '.join(fields)}}}>)"
+    return f"{tool['name']}(<arguments: {{{', '.join(fields + [MORE] * more)}}}>)"
 
 
 def _value(spec: Any) -> str:
@@ -281,7 +279,12 @@ def group_of(record: dict[str, Any], where: _Line, split_by: str | None) -> str 
 
 
 def read_trace(
-    record: Any, where: _Line, heldout_share: float, group: str | None = None, system_prompt: str = "keep"
+    record: Any,
+    where: _Line,
+    heldout_share: float,
+    group: str | None = None,
+    system_prompt: str = "keep",
+    counts: dict[str, int] | None = None,
 ) -> Trajectory:
     """One JSONL record as an expert trajectory (see the module docstring for the format).
 
@@ -291,10 +294,12 @@ def read_trace(
         heldout_share: Share of traces (of groups, where traces are grouped) without a ``split`` put in ``dev``.
         group: The trace's group (:func:`group_of`); None: its id.
         system_prompt: ``keep``: the system and developer messages become the trajectory's ``context``; ``drop``.
+        counts: Where given, ``refusal_turns`` is added to (assistant turns read from their ``refusal``).
 
     Raises:
         RecordError: Naming the file, line and field.
     """
+    refusals = 0
     if not isinstance(record, dict):
         raise where.error("<line>", "expected a JSON object with 'messages'")
     messages = record.get("messages")
@@ -332,6 +337,9 @@ def read_trace(
             call_names.update({cid: name for cid, name, _ in calls if cid})
             called.extend(name for _, name, _ in calls)
             action = CALL_SEPARATOR.join(c for _, _, c in calls) or _text(msg.get("content"), where, f"{field}.content")
+            if not action and isinstance(msg.get("refusal"), str) and msg["refusal"].strip():
+                action = msg["refusal"].strip()  # OpenAI's refusal turn (content null): the agent declined, in text
+                refusals += 1
             if not action:
                 raise where.error(f"{field}.content", "an assistant turn with neither text nor tool calls")
             if task is None:  # a greeting before the user's first message: history, not a step (there is no task)
@@ -350,6 +358,8 @@ def read_trace(
             raise where.error(f"{field}.role", f"unknown role '{role}' (system, developer, user, assistant, tool)")
     if not steps:
         raise where.error("messages", "no assistant turn after a user message: a trace needs one expert step")
+    if counts is not None and refusals:
+        counts["refusal_turns"] = counts.get("refusal_turns", 0) + refusals
     split = record.get("split")
     if split is None:
         key = trace_id if group is None else f"group:{group}"
@@ -379,6 +389,7 @@ def read_traces(
     split_by: str | None = None,
     groups: dict[str, set[str]] | None = None,
     system_prompt: str = "keep",
+    counts: dict[str, Any] | None = None,
 ) -> list[Trajectory]:
     """Every trace of a JSONL file, in file order (blank lines skipped).
 
@@ -390,6 +401,8 @@ def read_traces(
         split_by: ``benchmark.split_by`` (:func:`group_of`).
         groups: Where given, filled with each split's groups (a trace without a group counts as its own).
         system_prompt: ``benchmark.system_prompt`` (:func:`read_trace`).
+        counts: Where given, filled with what the file's shapes were: ``refusal_turns`` (:func:`read_trace`),
+            ``traces_without_group`` and the task keys of the ``metadata`` (:func:`_trial_counts`).
 
     Raises:
         RecordError: A line is not valid UTF-8 or JSON, or not a valid trace; or two lines share an id (unless
@@ -402,7 +415,7 @@ def read_traces(
         where = _Line(path, lineno)
         try:
             group = group_of(record, where, split_by) if isinstance(record, dict) else None
-            traj = read_trace(record, where, heldout_share, group, system_prompt)
+            traj = read_trace(record, where, heldout_share, group, system_prompt, counts)
             if traj.task_id in seen:
                 raise where.error("id", f"'{traj.task_id}' is also the id of line {seen[traj.task_id]}")
         except TraceError as err:
@@ -414,7 +427,32 @@ def read_traces(
         trajs.append(traj)
         if groups is not None:
             groups.setdefault(traj.split, set()).add(f"group:{group}" if group is not None else traj.task_id)
+        if counts is not None and group is None:
+            counts["traces_without_group"] = counts.get("traces_without_group", 0) + 1
     return trajs
+
+
+_TRIAL = re.compile(r"[-_.:](?:t|trial|try|run|attempt|sample)\d+$", re.IGNORECASE)
+
+
+def trial_stem(trace_id: str) -> str | None:
+    """``trace_id`` less a trailing trial number (``cancel-1234-t0`` -> ``cancel-1234``); None where it has none.
+
+    >>> trial_stem("cancel-mia_lopez_2041-t0"), trial_stem("trip-001")
+    ('cancel-mia_lopez_2041', None)
+    """
+    m = _TRIAL.search(trace_id)
+    return trace_id[: m.start()] if m else None
+
+
+def _trials_across_splits(trajs: Sequence[Trajectory]) -> dict[str, Any]:
+    """Ids that look like trials of one task (:func:`trial_stem`), and how many such tasks sit in several splits."""
+    splits: dict[str, set[str]] = {}
+    for t in trajs:
+        if (stem := trial_stem(t.task_id)) is not None:
+            splits.setdefault(stem, set()).add(t.split)
+    several = sorted(stem for stem, s in splits.items() if len(s) > 1)
+    return {"trial_tasks": len(splits), "trial_tasks_in_several_splits": len(several), "trial_example": several[:1]}
 
 
 # ---- the benchmark protocol (nemo_act/benchmarks/base.py) ------------------------------------------------------
@@ -440,14 +478,17 @@ def _path(cfg: TracesConfig) -> Path:
 
 
 def _read(
-    cfg: TracesConfig, skipped: dict[str, list[int]] | None = None, groups: dict[str, set[str]] | None = None
+    cfg: TracesConfig,
+    skipped: dict[str, list[int]] | None = None,
+    groups: dict[str, set[str]] | None = None,
+    counts: dict[str, Any] | None = None,
 ) -> list[Trajectory]:
     """The file's traces; with ``on_bad_trace: skip`` bad lines go to ``skipped`` (a new dict where None)."""
     if cfg.on_bad_trace == "stop":
         skipped = None
     elif skipped is None:
         skipped = {}
-    return read_traces(_path(cfg), cfg.heldout_share, skipped, cfg.split_by, groups, cfg.system_prompt)
+    return read_traces(_path(cfg), cfg.heldout_share, skipped, cfg.split_by, groups, cfg.system_prompt, counts)
 
 
 def read_experts(cfg: TracesConfig, split: str) -> tuple[list[Trajectory], dict[str, Any]]:
@@ -459,16 +500,22 @@ def read_experts(cfg: TracesConfig, split: str) -> tuple[list[Trajectory], dict[
     path = _path(cfg)
     skipped: dict[str, list[int]] = {}
     groups: dict[str, set[str]] = {}
-    trajs = _read(cfg, skipped, groups)
+    shapes: dict[str, Any] = {}
+    trajs = _read(cfg, skipped, groups, shapes)
     kept = [t for t in trajs if t.split == split]
     if not kept:
         splits = sorted({t.split for t in trajs})
         raise ValueError(f"{path}: no trace in split '{split}' (the file has {splits}; see benchmark.heldout_share)")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     # how many groups each side has: a group on both sides (explicit 'split' fields) would leak its task
-    counts = {"groups": {name: len(g) for name, g in sorted(groups.items())}}
+    counts: dict[str, Any] = {"groups": {name: len(g) for name, g in sorted(groups.items())}}
     both = set.intersection(*groups.values()) if len(groups) > 1 else set()
     counts["groups_in_several_splits"] = len(both)
+    counts["refusal_turns"] = shapes.get("refusal_turns", 0)
+    counts["traces_without_group"] = shapes.get("traces_without_group", 0)
+    counts["traces_in_file"] = len(trajs)
+    if counts["traces_without_group"] == len(trajs):  # no group anywhere: do the ids say which traces are one task?
+        counts |= _trials_across_splits(trajs)
     source: dict[str, Any] = {"traces": str(path), "sha256": digest, "counts": counts}
     if skipped:
         source["skipped"] = skipped
@@ -476,8 +523,21 @@ def read_experts(cfg: TracesConfig, split: str) -> tuple[list[Trajectory], dict[
 
 
 def expert_summary(counts: dict[str, Any]) -> list[str]:
-    """What ``nemo-act experts`` prints of a traces file's own counts: its groups per split."""
-    if not counts.get("groups"):
-        return []
-    per_split = ", ".join(f"{split} {n}" for split, n in counts["groups"].items())
-    return [f"groups per split: {per_split} ({counts.get('groups_in_several_splits', 0)} in several splits)"]
+    """What ``nemo-act experts`` prints of a traces file's own counts: its groups per split, refusal turns."""
+    lines = []
+    if counts.get("groups") and counts.get("traces_without_group", 0) < counts.get("traces_in_file", 1):
+        per_split = ", ".join(f"{split} {n}" for split, n in counts["groups"].items())
+        lines.append(f"groups per split: {per_split} ({counts.get('groups_in_several_splits', 0)} in several splits)")
+    elif "trial_tasks" in counts:  # no trace named a group: each was split on its own
+        line = "groups: none found (no benchmark.split_by, no 'group' field): each trace was split on its own"
+        if counts["trial_tasks"]:
+            example = f", e.g. '{counts['trial_example'][0]}'" if counts["trial_example"] else ""
+            line += (
+                f"; the ids look like trials (a trailing -t0, -trial1, ...) of {counts['trial_tasks']} tasks, "
+                f"{counts['trial_tasks_in_several_splits']} of them with trials in several splits{example}: "
+                "name the key that holds the task with benchmark.split_by (a top-level or metadata key)"
+            )
+        lines.append(line)
+    if counts.get("refusal_turns"):
+        lines.append(f"refusal turns (content null, a 'refusal' text) read as text replies: {counts['refusal_turns']}")
+    return lines

@@ -55,11 +55,24 @@ class _PoolPolicy:
 
 
 class RandomGenerator(_PoolPolicy):
-    """Uniform over the admissible actions, minus the request's ``exclude`` list."""
+    """Uniform over the admissible actions, minus the request's ``exclude`` list.
+
+    A state whose list holds tool entries has no concrete call to draw (the policy cannot invent a reservation id;
+    an entry copied is a template, never admissible), so the random policy refuses it, naming ``from_data``.
+    WebShop's ``search[<query>]`` stays drawable: the env runs it (a search for the text ``<query>``), so the random
+    baseline can leave the search page; as a pair candidate it is a template and dropped (``dropped_template``).
+    """
 
     name = "random"
 
     def _pool(self, req: GenerationRequest, banned: set[str]) -> list[str]:
+        listed = Admissible(req.admissible_actions)
+        if listed.tools:
+            raise ValueError(
+                f"state {req.key}: the random policy has no concrete action to draw: this state lists tools as "
+                f"templates ({next(iter(listed.tools.values()))}), and a template is never admissible; use "
+                "pipeline.pairs_policy=from_data (other expert actions of the file: real calls and replies) or a model"
+            )
         # sorted: the env's list order is not stable (ScienceWorld's varies between JVMs), the set is
         return sorted(a for a in req.admissible_actions if normalize_action(a) not in banned)
 
