@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 RUNENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 THREADS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: setup setup-lanes test test-fast lint demo clean test-megatron test-megatron-image test-cluster \
+.PHONY: setup setup-lanes test test-fast lint demo check-readme-demo clean test-megatron test-megatron-image test-cluster \
 	test-image-python test-cluster-image nemo-rl-source
 
 $(STAMP): pyproject.toml
@@ -124,6 +124,10 @@ setup-lanes: $(CSTAMP) $(MSTAMP) $(ISTAMP)
 
 demo: $(STAMP)
 	OMP_NUM_THREADS=$(THREADS) $(RUNENV) $(BIN)/nemo-act demo --out runs/demo
+
+# README.md's demo tables are what the demo wrote (.ci/run, after `make demo` on the clean clone)
+check-readme-demo:
+	$(PYTHON) tools/check_readme_demo.py README.md runs/demo/report/summary.md
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache

@@ -10,7 +10,8 @@
 5. The pipelines of ``demo.pipelines`` (ACT -> IL -> RL and the IL -> RL baseline) from the warm-up
    checkpoint, with held-out selection accuracy before and after ACT, and an env evaluation of each
    final checkpoint on held-out test episodes.
-6. The results table, the selection table and ``report.png``.
+6. The results table, the selection table and ``report.png``; both tables also as Markdown in
+   ``report/summary.md``, the block README.md shows (``.ci/run`` checks the two are the same).
 
 Everything is reused when re-run with the same settings (the pipeline runner skips finished work).
 """
@@ -54,16 +55,37 @@ def _pipeline_cfg(cfg: ExperimentConfig, name: str, init: str) -> ExperimentConf
     return ExperimentConfig.model_validate(OmegaConf.to_container(tree, resolve=True))
 
 
+SUMMARY_NOTE = "<!-- written by `make demo` (runs/demo/report/summary.md); .ci/run checks README.md shows it -->"
+
+
+def markdown_table(columns: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table (the first column left-aligned, the others right-aligned, as the console tables)."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join([":---", *["---:"] * (len(columns) - 1)]) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def summary_markdown(runs: list[dict[str, Any]]) -> str:
+    """The demo's results and held-out selection tables in Markdown (``report/summary.md``, README's block)."""
+    from nemo_act.report import results_table
+
+    _, results = results_table(runs)
+    columns = list(dict.fromkeys(k for r in results for k in r))
+    result_rows = [[r.get(c, "-") for c in columns] for r in results]
+    heads = ["checkpoint", "free: expert", "free: alternative", "free: neither", "malformed", "forced choice"]
+    return (
+        f"{SUMMARY_NOTE}\n\n{markdown_table(columns, result_rows)}\n\n"
+        f"Held-out ACT selection (pairs from held-out variations; ± standard error):\n\n"
+        f"{markdown_table(heads, selection_rows(runs))}\n"
+    )
+
+
 def _pct(p: dict[str, Any]) -> str:
     return f"{100 * p['value']:.1f}% ± {100 * p['stderr']:.1f} ({p['count']}/{p['n']})"
 
 
-def selection_table(runs: list[dict[str, Any]]) -> Table:
-    """Held-out ACT selection results of the runs that have them."""
-    table = Table(title="held-out ACT selection (pairs from held-out variations; ± standard error)")
-    for col in ["checkpoint", "free: expert", "free: alternative", "free: neither", "malformed", "forced choice"]:
-        table.add_column(col, justify="right" if col != "checkpoint" else "left")
-    seen = set()
+def selection_rows(runs: list[dict[str, Any]]) -> list[list[str]]:
+    """Held-out ACT selection results of the runs that have them: one row per checkpoint (the warm-up once)."""
+    rows, seen = [], set()
     for run in runs:
         for name, sel in (run.get("selection") or {}).items():
             label = "initial policy (warm-up)" if name == "init" else f"{run['pipeline']}: {name}"
@@ -71,14 +93,18 @@ def selection_table(runs: list[dict[str, Any]]) -> Table:
                 continue
             seen.add(label)
             free = sel["free"]
-            table.add_row(
-                label,
-                _pct(free["accuracy"]),
-                _pct(free["picked_alternative"]),
-                _pct(free["named_neither"]),
-                _pct(free["malformed"]),
-                _pct(sel["forced"]["accuracy"]),
-            )
+            parts = ("accuracy", "picked_alternative", "named_neither", "malformed")
+            rows.append([label, *(_pct(free[k]) for k in parts), _pct(sel["forced"]["accuracy"])])
+    return rows
+
+
+def selection_table(runs: list[dict[str, Any]]) -> Table:
+    """Held-out ACT selection results of the runs that have them."""
+    table = Table(title="held-out ACT selection (pairs from held-out variations; ± standard error)")
+    for col in ["checkpoint", "free: expert", "free: alternative", "free: neither", "malformed", "forced choice"]:
+        table.add_column(col, justify="right" if col != "checkpoint" else "left")
+    for row in selection_rows(runs):
+        table.add_row(*row)
     return table
 
 
@@ -92,7 +118,7 @@ def run_demo(out: Path, cfg: ExperimentConfig) -> int:
     Returns:
         Exit code.
     """
-    from nemo_act.data.io import read_jsonl
+    from nemo_act.data.io import read_jsonl, write_text_atomic
     from nemo_act.data.records import Pair, Trajectory
     from nemo_act.generation import RandomGenerator
     from nemo_act.pairs import collect_pairs
@@ -149,8 +175,10 @@ def run_demo(out: Path, cfg: ExperimentConfig) -> int:
     console.print(table)
     console.print(selection_table(runs))
     plot = plot_runs(runs, out / "report")
+    write_text_atomic(out / "report" / "summary.md", summary_markdown(runs))
     timings["total"] = time.time() - t0
     console.print("timings: " + ", ".join(f"{k} {v / 60:.1f} min" for k, v in timings.items()))
+    console.print(f"tables as Markdown: {out / 'report' / 'summary.md'}")
     console.print(f"plots: {plot}; per-episode logs: {out}/<pipeline>/eval/; run logs: {out}/<pipeline>/run.json")
     (out / "timings.json").write_text(json.dumps(timings, indent=2))
     console.print(NOT_SHOWN)

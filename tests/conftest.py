@@ -39,6 +39,17 @@ SW_EXPERTS = ASSETS / "sw_experts.jsonl"
 SW_FAST_TASKS = json.loads(SW_EXPERTS.with_name(SW_EXPERTS.name + ".manifest.json").read_text())["params"]["tasks"]
 
 
+def default_sigint() -> None:
+    """``preexec_fn`` for a child a test sends Ctrl-C: SIGINT's default action, whatever this process inherited.
+
+    A shell's background job (``cmd &``, ``nohup``, some CI runners) starts with SIGINT ignored, every child
+    inherits that, and Python then installs no KeyboardInterrupt handler: the child would never see the Ctrl-C.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture(scope="session")
 def benchmarks_dir() -> Path:
     """The shared real benchmark files (ALFWorld games, WebShop logs)."""
@@ -124,6 +135,29 @@ def tiny_model_dir(tmp_path_factory, cfg) -> Path:
     from nemo_act.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", cfg.model.tiny, corpus=[SW_EXPERTS])
+
+
+@pytest.fixture(scope="session")
+def warm_tiny_model(tiny_model_dir, sw_experts, tmp_path_factory) -> Path:
+    """The tiny model after a short IL warm-up on the experts (60 steps at a high learning rate): it writes parsable
+    actions, and GRPO groups on it score differently (an untrained model's all score the same)."""
+    from nemo_act import stage_data
+    from nemo_act.data import Trajectory, read_jsonl
+    from nemo_act.engines.local.stages import train_stage
+
+    cfg = load_config(
+        overrides=[
+            "train.il.max_steps=60",
+            "train.il.learning_rate=0.003",
+            "train.il.batch_size=4",
+            "train.il.grad_accum=1",
+            "train.il.lr_scheduler=constant",
+            "train.il.max_length=4096",
+            "benchmark.max_admissible_shown=8",  # ~500-token prompts instead of ~2,000: the warm-up 200 -> 30 s
+        ]
+    )
+    rows = stage_data.il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)
+    return train_stage("il", str(tiny_model_dir), rows, cfg, tmp_path_factory.mktemp("warm") / "il")
 
 
 @pytest.fixture(scope="session")

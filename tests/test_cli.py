@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import default_sigint
 
 from nemo_act.cli import build_parser, main
 
@@ -175,8 +176,10 @@ def test_ctrl_c_stops_a_run_with_one_line_exit_130_and_history_interrupted(scien
            "train=smoke", "pipeline.init=random", "pipeline.eval.stages=none", "pipeline.experts.max_variations=2",
            "pipeline.eval.workers=2"]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    # a shell's background job (`cmd &`, nohup, CI runners) starts its children with SIGINT ignored, and Python
+    # then installs no KeyboardInterrupt handler: give the run the default, as a terminal's foreground job has it
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
+                            start_new_session=True, preexec_fn=default_sigint)  # fmt: skip
     deadline = time.monotonic() + 120
     while not list((run / "data").glob("*.episodes.jsonl*")) and time.monotonic() < deadline:
         time.sleep(0.2)  # the expert collection has begun (its resumable log exists)

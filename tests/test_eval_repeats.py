@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import default_sigint
 
 pytestmark = [pytest.mark.heavy, pytest.mark.slow]
 
@@ -90,7 +91,9 @@ def test_a_killed_env_worker_or_a_ctrl_c_and_rerun_give_the_uninterrupted_episod
     assert (killed / "seed_0" / "episodes.jsonl").read_bytes() == expected
 
     stopped = tmp_path / "stopped"
-    proc = subprocess.Popen(eval_cmd(stopped), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # default_sigint: Ctrl-C's default action, as in a terminal's foreground job (tests/conftest.py)
+    proc = subprocess.Popen(eval_cmd(stopped), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)  # fmt: skip
     _wait_for_a_finished_episode(proc, stopped)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)

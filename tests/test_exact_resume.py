@@ -21,7 +21,6 @@ import pytest
 from nemo_act import stage_data
 from nemo_act.config import load_config
 from nemo_act.data import Pair, Trajectory, read_jsonl
-from nemo_act.engines.local.stages import train_stage
 from nemo_act.generation import RandomGenerator
 from nemo_act.pairs import collect_pairs
 from nemo_act.stage_kinds import stage_experiment
@@ -46,23 +45,6 @@ def overrides(kind: str) -> list[str]:
     if kind in ("act", "rl"):
         return o + [f"train.{kind}.num_generations=2", f"train.{kind}.max_completion_length=8"]
     return o + [f"train.{kind}.max_length=4096"]
-
-
-@pytest.fixture(scope="module")
-def warm_model(tiny_model_dir, sw_experts, tmp_path_factory) -> Path:
-    cfg = load_config(
-        overrides=[
-            "train.il.max_steps=60",
-            "train.il.learning_rate=0.003",
-            "train.il.batch_size=4",
-            "train.il.grad_accum=1",
-            "train.il.lr_scheduler=constant",
-            "train.il.max_length=4096",
-            "benchmark.max_admissible_shown=8",
-        ]
-    )
-    rows = stage_data.il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)
-    return train_stage("il", str(tiny_model_dir), rows, cfg, tmp_path_factory.mktemp("warm") / "il")
 
 
 def _rows(kind: str, sw_experts: Path, folder: Path) -> list[dict]:
@@ -101,13 +83,15 @@ def _metrics(out: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize("kind", ["act", "rl", "dpo", "il"])
-def test_a_stage_killed_at_each_checkpoint_resumes_to_the_uninterrupted_weights(kind, warm_model, sw_experts, tmp_path):
+def test_a_stage_killed_at_each_checkpoint_resumes_to_the_uninterrupted_weights(
+    kind, warm_tiny_model, sw_experts, tmp_path
+):
     rows = tmp_path / "rows.json"
     rows.write_text(json.dumps(_rows(kind, sw_experts, tmp_path)))
 
     def job(name: str) -> Path:
         path = tmp_path / f"{name}.json"
-        spec = {"kind": kind, "init": str(warm_model), "rows": str(rows), "out": str(tmp_path / name)}
+        spec = {"kind": kind, "init": str(warm_tiny_model), "rows": str(rows), "out": str(tmp_path / name)}
         path.write_text(json.dumps(dict(spec, overrides=overrides(kind))))
         return path
 
@@ -116,7 +100,7 @@ def test_a_stage_killed_at_each_checkpoint_resumes_to_the_uninterrupted_weights(
     _train(killed, kill_after=4)
     _train(killed, kill_after=8)  # resumed from 4, killed again at 8
     resumed = _train(killed)  # resumed from 8, to the end
-    warm = hashlib.sha256((warm_model / "model.safetensors").read_bytes()).hexdigest()
+    warm = hashlib.sha256((warm_tiny_model / "model.safetensors").read_bytes()).hexdigest()
     assert straight != warm, "the stage must move the weights, or equal weights prove nothing"
     assert resumed == straight
     straight_m, resumed_m = _metrics(tmp_path / "straight"), _metrics(tmp_path / "killed")

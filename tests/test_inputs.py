@@ -67,7 +67,10 @@ def hub(monkeypatch):
 
 
 def test_online_a_hub_name_not_cached_is_checked_with_one_metadata_request(tmp_path, monkeypatch, hub):
+    import huggingface_hub.constants
+
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # make test runs offline: not here
     endpoint = os.environ["HF_ENDPOINT"]
     assert model_problem("Qwen/Qwen3-8B", offline=False) is None
     assert model_problem("Qwen/Qwen3-8b-typo", offline=False) == (

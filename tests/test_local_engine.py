@@ -286,29 +286,12 @@ def test_killed_stage_resumes_from_its_last_checkpoint(tiny_model_dir, sw_expert
 
 @pytest.mark.heavy
 @pytest.mark.slow
-def test_pairs_from_a_warmed_tiny_model(tiny_model_dir, sw_experts, tmp_path):
+def test_pairs_from_a_warmed_tiny_model(warm_tiny_model, sw_experts, tmp_path):
     """After a short IL warm-up the tiny model writes parsable actions; its pairs keep every invariant."""
     from nemo_act.generation.hf import HFGenerator
 
-    cfg = load_config(
-        overrides=[
-            "train.il.max_steps=60",
-            "train.il.learning_rate=0.003",
-            "train.il.batch_size=4",
-            "train.il.grad_accum=1",
-            "train.il.lr_scheduler=constant",
-            "train.il.max_length=4096",
-            "pairs.sampling.max_new_tokens=24",
-            "benchmark.max_admissible_shown=8",  # ~500-token prompts instead of ~2,000: the warm-up 200 -> 30 s
-        ]
-    )
-    warm = train_stage(
-        "il",
-        str(tiny_model_dir),
-        stage_data.il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg),
-        cfg,
-        tmp_path / "warm",
-    )
+    cfg = load_config(overrides=["pairs.sampling.max_new_tokens=24", "benchmark.max_admissible_shown=8"])
+    warm = warm_tiny_model
     out = tmp_path / "pairs.jsonl"
     c = collect_pairs(
         sw_experts, HFGenerator(cfg.model, cfg.generation, str(warm)), cfg, out, k=6, progress=False

@@ -1,0 +1,61 @@
+"""The demo's Markdown summary (what README.md shows) and the CI check that README.md shows it."""
+
+import sys
+from pathlib import Path
+
+from nemo_act.demo import SUMMARY_NOTE, summary_markdown
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from check_readme_demo import BEGIN, END, check  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _sel(count: int, n: int = 200) -> dict:
+    return {"value": count / n, "stderr": 0.01, "count": count, "n": n}
+
+
+RUNS = [
+    {
+        "pipeline": "act_il_rl",
+        "eval": {"test": {"benchmark": "scienceworld", "benchmark_title": "ScienceWorld", "split": "test",
+                          "score_mean": 28.5, "score_std": 0.0, "completion_mean": 0.0, "completion_std": 0.0}},
+        "selection": {
+            "init": {"free": {k: _sel(c) for k, c in zip(("accuracy", "picked_alternative", "named_neither",
+                     "malformed"), (44, 15, 140, 1), strict=True)}, "forced": {"accuracy": _sel(120)}},
+            "01_act": {"free": {k: _sel(c) for k, c in zip(("accuracy", "picked_alternative", "named_neither",
+                       "malformed"), (80, 17, 103, 0), strict=True)}, "forced": {"accuracy": _sel(130)}},
+        },
+    },
+]  # fmt: skip
+
+
+def test_the_summary_is_markdown_tables_of_the_results_and_the_selection():
+    text = summary_markdown(RUNS)
+    lines = text.splitlines()
+    assert lines[0] == SUMMARY_NOTE
+    assert "| pipeline | ScienceWorld test score | ScienceWorld test completion % | held-out selection acc % |" in lines
+    assert "| act_il_rl | 28.50 ± 0.00 | 0.00 ± 0.00 | 40.0 ± 1.0 |" in lines
+    assert "| initial policy (warm-up) | 22.0% ± 1.0 (44/200) | 7.5% ± 1.0 (15/200) | 70.0% ± 1.0 (140/200) | " \
+           "0.5% ± 1.0 (1/200) | 60.0% ± 1.0 (120/200) |" in lines  # fmt: skip
+
+
+def test_the_readme_check_passes_on_the_same_block_and_names_a_difference(tmp_path):
+    summary = tmp_path / "summary.md"
+    summary.write_text(summary_markdown(RUNS))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{BEGIN}\n{summary.read_text()}{END}\n\nmore\n")
+    assert check(readme, summary)[0] == 0
+    readme.write_text(readme.read_text().replace("28.50", "29.50"))
+    code, message = check(readme, summary)
+    assert code == 1 and "-| act_il_rl | 29.50" in message and "+| act_il_rl | 28.50" in message
+    assert check(readme, tmp_path / "none.md")[0] == 2
+    readme.write_text("no block\n")
+    assert check(readme, summary)[0] == 2
+
+
+def test_the_readme_has_one_demo_block_written_by_the_demo():
+    text = (REPO / "README.md").read_text()
+    assert text.count(BEGIN) == 1 and text.count(END) == 1
+    block = text.split(BEGIN)[1].split(END)[0].strip().splitlines()
+    assert block[0] == SUMMARY_NOTE and block[2].startswith("| pipeline |")
