@@ -28,7 +28,8 @@ from nemo_act.benchmarks.base import DivergenceError, adapter_of, as_observation
 from nemo_act.config.schema import BenchmarkConfigBase, ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, read_jsonl
 from nemo_act.data.records import Trajectory, _Record
-from nemo_act.evaluation.pool import make_env_pool, with_deadline
+from nemo_act.evaluation.env_pools import make_env_pool
+from nemo_act.evaluation.env_worker import with_deadline
 from nemo_act.evaluation.rollout import Start
 from nemo_act.prompts.state import expert_action, state_id
 

@@ -74,6 +74,54 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value (e.g. pairs.k=4)")
 
 
+def registered() -> dict[str, list[tuple[str, str, str]]]:
+    """What is registered, by kind: (name, what it is, origin module); load the config first (its ``extensions``).
+
+    Benchmarks are the ``benchmark/*.yaml`` options of the config search path (their ``adapter`` module), stage
+    kinds their row builder's module, data kinds their builder's (``runner``: built by the pipeline runner itself),
+    rewards their score function's, engines the module of their ``ENGINE``.
+    """
+    from omegaconf import OmegaConf
+
+    from nemo_act.config.load import find_conf
+    from nemo_act.engines import ENGINES
+    from nemo_act.stage_kinds import DATA_KINDS, REWARD_KINDS, STAGE_KINDS, load
+
+    def module(ref: str | None) -> str:
+        return ref.split(":")[0] if ref else "runner"
+
+    benchmarks = []
+    for name in group_options("benchmark"):
+        raw = OmegaConf.load(find_conf(f"benchmark/{name}.yaml"))
+        benchmarks.append((name, str(raw.get("title", "")), str(raw.get("adapter", ""))))
+    return {
+        "benchmarks": benchmarks,
+        "stage kinds": [(k.name, f"{k.algorithm} on {k.data}" + (f", reward {k.reward}" if k.reward else ""),
+                         module(k.rows)) for k in STAGE_KINDS.values()],
+        "data kinds": [(d.name, d.audit or "", module(d.builder)) for d in DATA_KINDS.values()],
+        "rewards": [(r.name, r.values, module(r.score)) for r in REWARD_KINDS.values()],
+        "engines": [(name, (type(load(ref)).__doc__ or "").strip().splitlines()[0], module(ref))
+                    for name, ref in ENGINES.items()],
+    }  # fmt: skip
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    """List the registered benchmarks, stage kinds, data kinds, rewards and engines with their origin module."""
+    from rich.console import Console
+    from rich.table import Table
+
+    _cfg(args)  # its extensions register their kinds on import
+    console = Console(width=max(Console().width, 120))
+    for kind, rows in registered().items():
+        table = Table(title=kind, title_justify="left")
+        for col in ("name", "what", "origin"):
+            table.add_column(col)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    return 0
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     """Print the resolved, validated config."""
     print(to_yaml(_cfg(args)), end="")
@@ -499,6 +547,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("config", help="print the resolved config")
     _add_common(p)
     p.set_defaults(func=cmd_config)
+
+    p = sub.add_parser("ls", help="list the registered benchmarks, stage kinds, data kinds, rewards and engines")
+    _add_common(p)
+    p.set_defaults(func=cmd_ls)
 
     p = sub.add_parser("tiny-model", help="build a tiny random Qwen3 + BPE tokenizer (tests, demo)")
     p.add_argument("--out", default=None, help="output folder (default: model.name_or_path of model=tiny)")

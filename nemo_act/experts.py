@@ -27,7 +27,8 @@ from nemo_act.config.schema import BenchmarkConfigBase, ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, write_jsonl, write_text_atomic
 from nemo_act.data.manifest import Summary, reusable, write_manifest
 from nemo_act.data.records import Trajectory
-from nemo_act.evaluation.pool import make_env_pool, with_deadline
+from nemo_act.evaluation.env_pools import make_env_pool
+from nemo_act.evaluation.env_worker import with_deadline
 from nemo_act.evaluation.rollout import list_episodes
 
 

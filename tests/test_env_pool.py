@@ -12,7 +12,8 @@ from tqdm import tqdm
 
 from nemo_act.config import load_config
 from nemo_act.data.io import ResumableJsonl
-from nemo_act.evaluation.pool import EnvPool, with_deadline
+from nemo_act.evaluation.env_worker import with_deadline
+from nemo_act.evaluation.pool import EnvPool
 from nemo_act.evaluation.rollout import (
     EpisodeRecord,
     Start,

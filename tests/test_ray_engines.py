@@ -132,7 +132,7 @@ def test_ray_env_workers_replace_a_hung_worker_within_its_deadline(local_ray):
 
 
 def test_a_ray_env_worker_whose_env_cannot_be_built_answers_with_why(local_ray):
-    """The Ray actors build their envs as the worker processes do (``pool.build_envs``): the construction's
+    """The Ray actors build their envs as the worker processes do (``env_worker.build_envs``): the construction's
     error answers every call, no restart (``test_env_pool``'s test of the same on processes)."""
     from nemo_act.evaluation.ray_env_pool import RayEnvPool
 

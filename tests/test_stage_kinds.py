@@ -206,3 +206,10 @@ def test_a_data_kind_and_its_stage_registered_from_outside_run_in_the_pipeline_a
     assert cli.returncode == 0, cli.stderr[-2000:]
     n = sum(1 for _ in (tmp_path / "cli" / "echo.jsonl").open())
     assert f"{n} of {n} echoed -> " in cli.stdout
+    ls = subprocess.run(
+        [sys.executable, "-m", "nemo_act.cli", "ls", "extensions=[echo_ext]"], capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path), "HF_HUB_OFFLINE": "1", "COLUMNS": "200"},
+    )  # fmt: skip
+    rows = [" ".join(line.replace("│", " ").split()) for line in ls.stdout.splitlines()]
+    assert "sft_echo sft on echo echo_ext" in rows and "echo echo.jsonl echo_ext" in rows  # the user's, named
+    assert "act grpo on pairs, reward selection nemo_act.stage_data" in rows

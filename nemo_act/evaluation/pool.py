@@ -18,8 +18,8 @@ calls it was handed (its first answer after a start also allows for the start an
 building its envs, which runs under the same timer). A worker
 that dies (deadline, killed, out of memory, a crashed JVM) is restarted with fresh envs; the slots it
 held are reported with the reason by :meth:`EnvPool.pop_lost_slots` so the caller can replay their
-episodes. :func:`with_deadline` gives objects that make many env calls per pool call (an expert
-player) the same per-call deadline.
+episodes. :func:`~nemo_act.evaluation.env_worker.with_deadline` gives objects that make many env calls per
+pool call (an expert player) the same per-call deadline.
 """
 
 from __future__ import annotations
@@ -32,71 +32,10 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from multiprocessing.connection import wait
 from typing import Any
 
-Command = tuple[int, str, tuple]  # (local env index, "reset" | "step" | any env method, args)
+from nemo_act.evaluation.env_worker import Command, build_envs, run_commands
+
 GRACE_S = 5.0  # the parent waits this much past a call's deadline (the worker's own timer fires first)
 START_S = 30.0  # and this much more for a new worker's first answer (interpreter start and imports: no timer yet)
-
-
-def _arm(seconds: float | None) -> None:
-    if seconds:
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-
-
-def _disarm(seconds: float | None) -> None:
-    if seconds:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-
-
-class _Deadline:
-    """Proxy that runs every method call of ``target`` under the process's SIGALRM deadline."""
-
-    def __init__(self, target: Any, seconds: float | None) -> None:
-        self._target, self._seconds = target, seconds
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._target, name)
-        if not callable(value) or not self._seconds:
-            return value
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            _arm(self._seconds)
-            try:
-                return value(*args, **kwargs)
-            finally:
-                _disarm(self._seconds)
-
-        return timed
-
-
-def with_deadline(target: Any, seconds: float | None) -> Any:
-    """``target`` with a deadline on each method call (in a pool worker: past it, the worker ends).
-
-    Args:
-        target: An env object.
-        seconds: The deadline per call; None or 0: none.
-    """
-    signal.signal(signal.SIGALRM, signal.SIG_DFL)  # default action: the kernel ends the process
-    return _Deadline(target, seconds)
-
-
-def build_envs(
-    factory: Callable[[], Any], n_envs: int, call_timeout: float | None
-) -> tuple[list[Any], tuple[str, str] | None]:
-    """A worker's envs, each call on them under the deadline; building them has the same deadline (a JVM start).
-
-    Returns:
-        The envs, and None; or no envs and the ``("error", message)`` every call of the worker is answered with
-        when an env cannot be built (a missing package or file: the step fails naming it, instead of the worker
-        dying and being restarted until every episode counts as lost).
-    """
-    signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    _arm(call_timeout)
-    try:
-        return [with_deadline(factory(), call_timeout) for _ in range(n_envs)], None
-    except Exception as err:
-        return [], ("error", f"building the env failed: {type(err).__name__}: {err}")
-    finally:
-        _disarm(call_timeout)
 
 
 def _worker(conn, factory: Callable[[], Any], n_envs: int, call_timeout: float | None) -> None:
@@ -108,21 +47,10 @@ def _worker(conn, factory: Callable[[], Any], n_envs: int, call_timeout: float |
             if msg is None:
                 break
             for command in msg:  # one answer per call, as each finishes: the parent's deadline is per call
-                conn.send(failure or _run_commands(envs, [command])[0])
+                conn.send(failure or run_commands(envs, [command])[0])
     finally:
         for env in envs:
             env.close()
-
-
-def _run_commands(envs: list[Any], msg: list[Command]) -> list[tuple[str, Any]]:
-    """Run a batch of commands on a worker's envs; an env's exception is reported, not raised."""
-    results = []
-    for local, method, args in msg:
-        try:
-            results.append(("ok", getattr(envs[local], method)(*args)))
-        except Exception as err:  # reported to the parent, which names the episode
-            results.append(("error", f"{type(err).__name__}: {err}"))
-    return results
 
 
 class EnvPool:
@@ -352,24 +280,3 @@ class EnvPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def make_env_pool(
-    kind: str, factory: Callable[[], Any], workers: int, envs_per_worker: int, call_timeout: float | None = None
-) -> EnvPool:
-    """The env pool ``env.pool`` asks for (``auto``: Ray actors when ``RAY_ADDRESS`` is set, else processes).
-
-    Args:
-        kind: ``env.pool``.
-        factory: Builds one env in a worker.
-        workers: Workers.
-        envs_per_worker: Envs per worker.
-        call_timeout: Deadline of one env call in seconds; None: none.
-    """
-    import os
-
-    if kind == "ray" or (kind == "auto" and os.environ.get("RAY_ADDRESS")):
-        from nemo_act.evaluation.ray_env_pool import RayEnvPool
-
-        return RayEnvPool(factory, workers, envs_per_worker, call_timeout)
-    return EnvPool(factory, workers, envs_per_worker, call_timeout)

@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nemo_act.evaluation.pool import Command, EnvPool, _run_commands, build_envs
+from nemo_act.evaluation.env_worker import Command, build_envs, run_commands
+from nemo_act.evaluation.pool import EnvPool
 from nemo_act.generation.ray_pool import actor_env, connect
 
 
@@ -34,7 +35,7 @@ class _EnvActor:
         self.envs, self.failure = build_envs(factory, n_envs, call_timeout)
 
     def run(self, msg: list[Command]) -> list[tuple[str, Any]]:
-        return [self.failure] * len(msg) if self.failure else _run_commands(self.envs, msg)
+        return [self.failure] * len(msg) if self.failure else run_commands(self.envs, msg)
 
     def where(self) -> tuple[str, int]:
         return socket.gethostname(), os.getpid()

@@ -41,7 +41,8 @@ from nemo_act.benchmarks.base import Observation, adapter_of, as_observation
 from nemo_act.config.schema import ExperimentConfig, SamplingConfig
 from nemo_act.data.io import ResumableJsonl, read_jsonl, write_text_atomic
 from nemo_act.data.records import Trajectory
-from nemo_act.evaluation.pool import EnvPool, make_env_pool
+from nemo_act.evaluation.env_pools import make_env_pool
+from nemo_act.evaluation.pool import EnvPool
 from nemo_act.evaluation.stats import mean_std, proportion
 from nemo_act.generation import seeded_per_request
 from nemo_act.generation.base import GenerationRequest, Generator, seeds_each_request
