@@ -36,7 +36,7 @@ def plan(runner: PipelineRunner) -> list[dict[str, str]]:
 
     rows: list[dict[str, str]] = []
 
-    n = planned_engines(cfg)  # once: with generation.engines=auto it may count GPUs
+    n = planned_engines(cfg, runner.engine.job_gpus(cfg))  # once: with generation.engines=auto it may count GPUs
     engines = engines_summary(cfg, n)
     lanes = planned_lanes(cfg, n)
 

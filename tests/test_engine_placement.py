@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from nemo_act.config import conf_root, load_config
+from nemo_act.engines import engine_for
 from nemo_act.generation import engine_placement, engine_shares, planned_engines
 from nemo_act.generation.ray_pool import EnginePlacement
 
@@ -69,7 +70,7 @@ def test_every_recipes_engines_are_placed_as_vllm_accepts(recipe: Path):
     assert placement.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"  # NeMo-RL's vllm_worker.py:156
     caches = {placement.env_for(i)["VLLM_CACHE_ROOT"] for i in range(3)}
     assert len(caches) == 3  # one compile cache per engine (vllm_worker.py:115-119)
-    engines = planned_engines(cfg)
+    engines = planned_engines(cfg, engine_for(cfg).job_gpus(cfg))
     shape = cfg.engine.nemo_rl.cluster
     assert engines * tp == shape.num_nodes * shape.gpus_per_node  # every GPU of the job, none twice
 

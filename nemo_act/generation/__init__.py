@@ -109,18 +109,18 @@ def resolve_engines(gen: GenerationConfig) -> int:
         return 1
 
 
-def planned_engines(cfg: ExperimentConfig) -> int:
+def planned_engines(cfg: ExperimentConfig, job_gpus: int | None) -> int:
     """The engines a data step will get, without starting anything (plan, dry run).
 
-    ``auto`` counts the GPUs the engine's job holds (:meth:`~nemo_act.engines.Engine.job_gpus`: the cluster
-    engine's recipe, which the job's Ray cluster holds once every node joined); elsewhere as :func:`resolve_engines`.
+    Args:
+        cfg: The run's config.
+        job_gpus: The GPUs the job holds for generation (:meth:`~nemo_act.engines.Engine.job_gpus`: the cluster
+            engine's recipe, which the job's Ray cluster holds once every node joined); None: counted here. Only
+            ``generation.engines=auto`` reads it; otherwise as :func:`resolve_engines`.
     """
-    from nemo_act.engines import engine_for
-
     gen = cfg.generation
-    gpus = engine_for(cfg).job_gpus(cfg) if gen.engines == "auto" else None
-    if gpus is not None:
-        return max(1, gpus // _gpus_per_engine(gen))
+    if gen.engines == "auto" and job_gpus is not None:
+        return max(1, job_gpus // _gpus_per_engine(gen))
     return resolve_engines(gen)
 
 
@@ -132,17 +132,17 @@ def seeded_per_request(gen: GenerationConfig) -> bool:
     return gen.backend == "vllm"
 
 
-def engines_summary(cfg: ExperimentConfig, engines: int | None = None) -> str:
+def engines_summary(cfg: ExperimentConfig, engines: int) -> str:
     """What a data step's generation runs on, for plans: ``16 vllm engines x 1 GPU, ~12 s per 1,000 requests``.
 
     The time comes from ``generation.engine_rate`` (requests/s per engine) when it is set.
 
     Args:
         cfg: The run's config.
-        engines: :func:`planned_engines`, when the caller has it already (None: counted here).
+        engines: :func:`planned_engines`.
     """
     gen = cfg.generation
-    n = planned_engines(cfg) if engines is None else engines
+    n = engines
     gpus = engine_resources(gen)["GPU"]
     where = f"{gpus:g} GPU" if gpus else "CPU"
     rate = f", ~{1000 / (n * gen.engine_rate):.0f} s per 1,000 requests" if gen.engine_rate else ""

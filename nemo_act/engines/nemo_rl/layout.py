@@ -217,7 +217,8 @@ def print_plan(cfg: ExperimentConfig, result: Plan) -> None:
     for row in result.memory:
         table.add_row(*(str(row[c]) for c in cols))
     console.print(table)
-    ev, n = cfg.pipeline.eval, planned_engines(cfg)
+    ev = cfg.pipeline.eval
+    n = planned_engines(cfg, n.cluster.num_nodes * n.cluster.gpus_per_node)  # the recipe's GPUs (Engine.job_gpus)
     lanes = planned_lanes(cfg, n)
     console.print(
         f"data steps (pairs, selection, evaluation, baseline data): {engines_summary(cfg, n)} "
