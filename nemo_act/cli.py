@@ -188,7 +188,8 @@ def cmd_pairs(args: argparse.Namespace) -> int:
     print(
         f"{c['pairs']} pairs from {c['states']} states -> {summary.out}\n"
         f"sampled {c['sampled']}, dropped: {c['dropped_duplicate']} equal to expert, "
-        f"{c['dropped_unparsable']} unparsable, {c['dropped_template']} templates, {c['dropped_repeat']} repeats; "
+        f"{c['dropped_unparsable']} unparsable, {c.get('dropped_template', 0)} templates, "  # older files: none
+        f"{c['dropped_repeat']} repeats; "
         f"{c['states_all_duplicate']} states whose samples all equal the expert, "
         f"{c['states_without_pair']} states without a pair; expert shown first in {c['expert_first']}"
         + (

@@ -40,7 +40,7 @@ from rich.console import Console
 from nemo_act.benchmarks.base import adapter_of
 from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.data.io import read_all, read_json, read_jsonl, write_text_atomic
+from nemo_act.data.io import append_json_line, read_all, read_json, read_jsonl, write_text_atomic
 from nemo_act.data.manifest import file_sha256
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.engines import engine_for
@@ -408,11 +408,8 @@ class PipelineRunner:
     def _event(self, event: str, **fields: Any) -> None:
         """Append one event of this invocation to ``invocations.jsonl`` (flushed and fsynced)."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"invocation": self._invocation, "event": event, "time": time.time(), **fields})
-        with open(self.dir / "invocations.jsonl", "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        record = {"invocation": self._invocation, "event": event, "time": time.time(), **fields}
+        append_json_line(self.dir / "invocations.jsonl", record)
 
     def _last_event(self, event: str, **fields: Any) -> None:
         """Record how an invocation ended, unless the run folder cannot take it (read-only, full).

@@ -401,8 +401,8 @@ def read_traces(
         split_by: ``benchmark.split_by`` (:func:`group_of`).
         groups: Where given, filled with each split's groups (a trace without a group counts as its own).
         system_prompt: ``benchmark.system_prompt`` (:func:`read_trace`).
-        counts: Where given, filled with what the file's shapes were: ``refusal_turns`` (:func:`read_trace`),
-            ``traces_without_group`` and the task keys of the ``metadata`` (:func:`_trial_counts`).
+        counts: Where given, filled with what the file's shapes were: ``refusal_turns`` (:func:`read_trace`) and
+            ``traces_without_group`` (traces that name no group).
 
     Raises:
         RecordError: A line is not valid UTF-8 or JSON, or not a valid trace; or two lines share an id (unless

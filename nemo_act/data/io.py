@@ -240,6 +240,14 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     _write_atomic(Path(path), [text])
 
 
+def append_json_line(path: str | Path, record: dict[str, Any]) -> None:
+    """Append one JSON line to ``path`` durably (flushed and fsynced), for logs a killed process must keep."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 def write_jsonl(path: str | Path, records: Iterable[BaseModel | dict[str, Any]]) -> int:
     """Write records atomically as JSONL (gzip when the path ends in ``.gz``); return how many."""
     count = 0

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -39,7 +38,7 @@ from tqdm import tqdm
 
 from nemo_act.benchmarks.base import Observation, adapter_of, as_observation
 from nemo_act.config.schema import ExperimentConfig, SamplingConfig
-from nemo_act.data.io import ResumableJsonl, read_jsonl, write_text_atomic
+from nemo_act.data.io import ResumableJsonl, append_json_line, read_jsonl, write_text_atomic
 from nemo_act.data.records import Trajectory
 from nemo_act.evaluation.env_pools import make_env_pool
 from nemo_act.evaluation.pool import EnvPool
@@ -81,13 +80,6 @@ def count_replays(out: str | Path) -> int:
     """How many replays the episodes of ``out`` needed (lines of :func:`replays_path`; 0 when it is absent)."""
     path = replays_path(out)
     return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()) if path.exists() else 0
-
-
-def _note_replay(out: Path, episode: str, reason: str) -> None:
-    with replays_path(out).open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"episode_id": episode, "reason": reason}) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 @dataclass(frozen=True)
@@ -361,7 +353,7 @@ def _play(
                 bar.update(1)
                 bar.write(f"[nemo-act] episode {ep.key} failed: {reason} ({k} times)")
             else:
-                _note_replay(out, ep.key, reason)
+                append_json_line(replays_path(out), {"episode_id": ep.key, "reason": reason})
                 lane.queue.insert(0, ep)
                 bar.write(f"[nemo-act] env worker replaced ({reason}); episode {ep.key} starts again")
 

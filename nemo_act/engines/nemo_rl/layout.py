@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig, ModelArchitecture
+from nemo_act.engines import engine_for
 from nemo_act.evaluation.rollout import planned_lanes
 from nemo_act.generation import engines_summary, planned_engines
 from nemo_act.stage_kinds import stage_config, stage_kind
@@ -218,7 +219,7 @@ def print_plan(cfg: ExperimentConfig, result: Plan) -> None:
         table.add_row(*(str(row[c]) for c in cols))
     console.print(table)
     ev = cfg.pipeline.eval
-    n = planned_engines(cfg, n.cluster.num_nodes * n.cluster.gpus_per_node)  # the recipe's GPUs (Engine.job_gpus)
+    n = planned_engines(cfg, engine_for(cfg).job_gpus(cfg))
     lanes = planned_lanes(cfg, n)
     console.print(
         f"data steps (pairs, selection, evaluation, baseline data): {engines_summary(cfg, n)} "
