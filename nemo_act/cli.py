@@ -39,8 +39,20 @@ def _overrides(args: argparse.Namespace, extra: Sequence[str] = ()) -> list[str]
 
 
 def _cfg(args: argparse.Namespace, extra: Sequence[str] = ()) -> ExperimentConfig:
-    """The command's config: ``--config`` with :func:`_overrides`."""
-    return load_config(args.config, _overrides(args, extra))
+    """The command's config: ``--config`` with :func:`_overrides`.
+
+    Its benchmark's adapter is checked against the protocol and its engine found, so a broken plugin is named
+    before any work.
+    """
+    from nemo_act.benchmarks.base import adapter_of
+    from nemo_act.engines import engine_for
+
+    cfg = load_config(args.config, _overrides(args, extra))
+    try:
+        adapter_of(cfg.benchmark), engine_for(cfg)
+    except ValueError as err:
+        raise ConfigError(f"{args.config or 'the config'}: {err}") from None
+    return cfg
 
 
 def _benchmark_option(p: argparse.ArgumentParser) -> None:
@@ -74,21 +86,25 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value (e.g. pairs.k=4)")
 
 
-def registered() -> dict[str, list[tuple[str, str, str]]]:
+def registered(engine: str) -> dict[str, list[tuple[str, str, str]]]:
     """What is registered, by kind: (name, what it is, origin module); load the config first (its ``extensions``).
 
     Benchmarks are the ``benchmark/*.yaml`` options of the config search path (their ``adapter`` module), stage
     kinds their row builder's module, data kinds their builder's (``runner``: built by the pipeline runner itself),
-    rewards their score function's, engines the module of their ``ENGINE``.
+    rewards their score function's, engines the module of their ``ENGINE``: the ones nemo-act ships and
+    ``engine`` (the config's ``engine.name``), which may be yours.
     """
     from omegaconf import OmegaConf
 
     from nemo_act.config.load import find_conf
-    from nemo_act.engines import ENGINES
-    from nemo_act.stage_kinds import DATA_KINDS, REWARD_KINDS, STAGE_KINDS, load
+    from nemo_act.engines import engine_named, shipped_engines
+    from nemo_act.stage_data import BUILDERS
+    from nemo_act.stage_kinds import DATA_KINDS, REWARD_KINDS, STAGE_KINDS
 
     def module(ref: str | None) -> str:
         return ref.split(":")[0] if ref else "runner"
+
+    engines = sorted({*shipped_engines(), engine})
 
     benchmarks = []
     for name in group_options("benchmark"):
@@ -97,11 +113,11 @@ def registered() -> dict[str, list[tuple[str, str, str]]]:
     return {
         "benchmarks": benchmarks,
         "stage kinds": [(k.name, f"{k.algorithm} on {k.data}" + (f", reward {k.reward}" if k.reward else ""),
-                         module(k.rows)) for k in STAGE_KINDS.values()],
+                         module(k.rows) if k.rows else BUILDERS[k.name].__module__) for k in STAGE_KINDS.values()],
         "data kinds": [(d.name, d.audit or "", module(d.builder)) for d in DATA_KINDS.values()],
         "rewards": [(r.name, r.values, module(r.score)) for r in REWARD_KINDS.values()],
-        "engines": [(name, (type(load(ref)).__doc__ or "").strip().splitlines()[0], module(ref))
-                    for name, ref in ENGINES.items()],
+        "engines": [(name, (type(engine).__doc__ or "").strip().splitlines()[0], type(engine).__module__)
+                    for name, engine in ((n, engine_named(n)) for n in engines)],
     }  # fmt: skip
 
 
@@ -110,9 +126,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    _cfg(args)  # its extensions register their kinds on import
+    cfg = _cfg(args)  # its extensions register their kinds on import
     console = Console(width=max(Console().width, 120))
-    for kind, rows in registered().items():
+    for kind, rows in registered(cfg.engine.name).items():
         table = Table(title=kind, title_justify="left")
         for col in ("name", "what", "origin"):
             table.add_column(col)
@@ -205,7 +221,8 @@ def cmd_pairs(args: argparse.Namespace) -> int:
 def cmd_reflection(args: argparse.Namespace) -> int:
     """Build a reflection baseline's data (a built data kind of the registry) and print what it kept and dropped."""
     from nemo_act.generation import open_generators
-    from nemo_act.stage_kinds import built_kinds, load
+    from nemo_act.plugins import load
+    from nemo_act.stage_kinds import built_kinds
 
     cfg = _cfg(args)  # first: the config's extensions may register the method
     kinds = built_kinds()
@@ -249,7 +266,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train one stage from a checkpoint on pairs or experts."""
     from nemo_act import stage_data
     from nemo_act.engines import train_stage
-    from nemo_act.stage_kinds import stage_experiment, stage_kind
+    from nemo_act.stage_data import stage_experiment
+    from nemo_act.stage_kinds import stage_kind
 
     cfg = _cfg(args)  # first: the config's extensions may register the stage kind
     try:
@@ -529,12 +547,14 @@ def cmd_convert(argv: Sequence[str]) -> int:
     if not script.exists():
         raise UsageError(f"{script} not found: this nemo-act install lacks its converters")
     venv = (checkout_root() or Path("/nonexistent")) / ".venv-megatron"
-    from nemo_act.engines import megatron_python
+    from nemo_act.engines import engine_named, shipped_engines
 
     # the checkout's venv only once `make` finished it (its stamp): one still being built has no torch yet;
-    # in the NeMo-RL image the Megatron worker venv (interpreters.py); elsewhere this interpreter
+    # then the Megatron interpreter an engine's installation provides (the NeMo-RL image's worker venv);
+    # elsewhere this interpreter
     built = str(venv / "bin" / "python") if (venv / ".installed").exists() else None
-    python = os.environ.get("NEMO_ACT_CONVERT_PYTHON") or built or megatron_python()
+    provided = (engine_named(name).megatron_python() for name in shipped_engines())
+    python = os.environ.get("NEMO_ACT_CONVERT_PYTHON") or built or next(filter(None, provided), sys.executable)
     return subprocess.call([python, str(script), *argv[1:]])
 
 

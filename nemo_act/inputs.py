@@ -15,10 +15,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nemo_act.generation.simple import NOT_MODELS
+
 if TYPE_CHECKING:
     from nemo_act.config.schema import ExperimentConfig
-
-NOT_MODELS = ("random", "gold", "from_data")
 
 
 class MissingInputs(ValueError):
@@ -139,7 +139,8 @@ def run_inputs(cfg: ExperimentConfig, only: str | None = None) -> None:
     Raises:
         MissingInputs: naming each config key and what is wrong with its value.
     """
-    from nemo_act.stage_kinds import expand, needs_pairs
+    from nemo_act.stage_data import expand
+    from nemo_act.stage_kinds import needs_pairs
 
     p = cfg.pipeline
     stages = expand(p.stages, cfg)

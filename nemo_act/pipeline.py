@@ -45,19 +45,10 @@ from nemo_act.data.manifest import file_sha256
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.engines import engine_for
 from nemo_act.inputs import run_inputs
+from nemo_act.plugins import load
 from nemo_act.quiet import quiet_libraries
-from nemo_act.stage_kinds import (
-    DATA_KINDS,
-    built_data,
-    capped_rows,
-    data_steps,
-    expand,
-    load,
-    needs_pairs,
-    stage_config,
-    stage_experiment,
-    stage_kind,
-)
+from nemo_act.stage_data import expand, stage_config, stage_experiment
+from nemo_act.stage_kinds import DATA_KINDS, built_data, data_steps, needs_pairs, stage_kind
 
 
 def _hash(obj: Any) -> str:
@@ -195,6 +186,7 @@ class PipelineRunner:
         self.log: dict[str, Any] = {"pipeline": cfg.pipeline.name, "stages": [], "started": time.time()}
         self._invocation = f"{self.log['started']:.3f}-{os.getpid()}"
         self.engine = engine_for(cfg)
+        adapter_of(cfg.benchmark)  # a broken adapter is named before any step (the protocol check)
         # an engine may run GPU generation (pairs, selection, eval; vLLM) in its own process, as training does, so
         # no step keeps GPU memory that the next stage's job needs (Engine.isolates_steps)
         self.isolate = self.engine.isolates_steps
@@ -388,7 +380,7 @@ class PipelineRunner:
             self.console.print(f"closed {closed} engine pool(s) still open before training {out.name}")
         t = time.time()
         self.engine.train_stage(kind, init, rows, self.cfg, out)
-        info.update(complete=True, seconds=round(time.time() - t, 1), rows=len(capped_rows(kind, rows, self.cfg)),
+        info.update(complete=True, seconds=round(time.time() - t, 1), rows=len(rows),
                     weights=weights_record(out))  # fmt: skip
         write_text_atomic(marker, json.dumps(info, indent=2) + "\n")
         # only now: a kill before the marker said complete resumes from these, never retrains the stage

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nemo_act.stage_kinds import DATA_KINDS, built_data, data_steps, expand, needs_pairs, stage_kind
+from nemo_act.stage_data import expand
+from nemo_act.stage_kinds import DATA_KINDS, built_data, data_steps, needs_pairs, stage_kind
 
 if TYPE_CHECKING:
     from nemo_act.config.schema import ExperimentConfig

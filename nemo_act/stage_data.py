@@ -23,17 +23,19 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nemo_act.config.schema import ExperimentConfig
+from nemo_act.config.schema import DPOStageConfig, ExperimentConfig, GRPOStageConfig, SFTStageConfig
 from nemo_act.data.io import read_all
 from nemo_act.data.manifest import read_manifest
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.generation.simple import wrap_action
+from nemo_act.plugins import load
 from nemo_act.prompts.length import SOURCE_KEY, RowLengths, fit_rows, origins, report
 from nemo_act.prompts.render import as_messages, generation_prompt, selection_prompt, world_model_prompt
 from nemo_act.prompts.state import build_state, expert_action, iter_states, state_id, trajectory_state
 from nemo_act.reflection.agent_r import RevisionRecord, revision_history
 from nemo_act.reflection.early_experience import ReflectionRecord, reflection_body
 from nemo_act.seeding import key_digest, key_rng
+from nemo_act.stage_kinds import built_data, reward_kind, stage_kind
 
 Row = dict[str, Any]
 
@@ -47,9 +49,14 @@ def _sourced(build: Callable[..., list[Row]]) -> Callable[..., list[Row]]:
 
     @functools.wraps(build)
     def plain(*args: Any, **kwargs: Any) -> list[Row]:
-        return [{k: v for k, v in row.items() if k != SOURCE_KEY} for row in build(*args, **kwargs)]
+        return _split_sources(build(*args, **kwargs))[0]
 
     return plain
+
+
+def _split_sources(rows: list[Row]) -> tuple[list[Row], list[str]]:
+    """Rows without :data:`SOURCE_KEY`, and each row's source ('' where a builder set none): the one place it goes."""
+    return [{k: v for k, v in r.items() if k != SOURCE_KEY} for r in rows], [str(r.get(SOURCE_KEY, "")) for r in rows]
 
 
 def _assistant(text: str) -> list[dict[str, str]]:
@@ -155,47 +162,48 @@ def rl_rows(trajectories: Sequence[Trajectory], cfg: ExperimentConfig) -> list[R
 
 
 def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig, tokenizer: str | None = None) -> list[Row]:
-    """Rows of a stage kind from its data file (what :data:`~nemo_act.stage_kinds.STAGE_KINDS` says it reads).
+    """The rows a stage trains on, from its data file (what :data:`~nemo_act.stage_kinds.STAGE_KINDS` says it reads).
 
-    Every row is checked against ``model.max_context_tokens`` with the tokenizer of the checkpoint the stage
-    starts from (:mod:`nemo_act.prompts.length`): prompt + answer, or prompt + the stage's
-    ``max_completion_length`` for GRPO. A row over it is skipped, with a line on stderr naming the file and
-    line of its trace, so no sequence over the model's context reaches a trainer.
+    Built by the kind's row builder, then fitted and capped here, once, for every engine: each row is checked
+    against ``model.max_context_tokens`` with the tokenizer of the checkpoint the stage starts from
+    (:mod:`nemo_act.prompts.length`): prompt + answer, or prompt + the stage's ``max_completion_length`` for GRPO.
+    A row over it is skipped, with a line on stderr naming the file and line of its trace, so no sequence over the
+    model's context reaches a trainer. The rows left are cut to ``train.<block>.max_samples`` (the first ones).
 
     Args:
         kind: Stage kind.
         data: Pairs, expert-trajectory or Early Experience audit JSONL.
-        cfg: The config the stage renders prompts with (see ``stage_experiment``).
+        cfg: The config the stage renders prompts with (see :func:`stage_experiment`).
         tokenizer: The stage's starting checkpoint (its tokenizer counts tokens); None: no token check (a
             dry run, which loads nothing).
     """
-    from nemo_act.stage_kinds import built_data, load, stage_kind
-
     spec = stage_kind(kind)
-    build = load(spec.rows)
+    build = BUILDERS[kind] if spec.rows is None else load(spec.rows)
     build = getattr(build, "__wrapped__", build)  # ours keep the source key for the token check's messages
     if spec.data == "pairs":
         experts = read_manifest(data).get("inputs", {}).get("experts", {}).get("path")
-        rows = build(read_all(data, Pair, "pairs"), cfg)
+        built_rows = build(read_all(data, Pair, "pairs"), cfg)
     else:
         built = built_data(spec.data)
         if built is not None:  # a baseline's audit file; its manifest names the experts it was built from
             experts = read_manifest(data)["inputs"]["experts"]["path"]
             records = read_all(data, load(str(built.record)), spec.data)
-            rows = build(records, read_all(experts, Trajectory, "expert trajectories"), cfg)
+            built_rows = build(records, read_all(experts, Trajectory, "expert trajectories"), cfg)
         else:
             experts = data
-            rows = build(read_all(data, Trajectory, "expert trajectories"), cfg)
+            built_rows = build(read_all(data, Trajectory, "expert trajectories"), cfg)
+    rows, sources = _split_sources(built_rows)
     lengths = (
         None if tokenizer is None or not rows else RowLengths.from_checkpoint(tokenizer, cfg.model.enable_thinking)
     )
     reserve = getattr(cfg.train, spec.train).max_completion_length if spec.algorithm == "grpo" else 0
-    total = len(rows)
-    kept, skipped = fit_rows(rows, lengths, cfg.model.max_context_tokens, reserve, kind, _Origins(experts))
+    kept, skipped = fit_rows(rows, sources, lengths, cfg.model.max_context_tokens, reserve, _Origins(experts))
     report(
-        f"stage {kind} ({data})", skipped, total, f"rows over model.max_context_tokens ({cfg.model.max_context_tokens})"
-    )
-    return kept
+        f"stage {kind} ({data})", skipped, len(rows),
+        f"rows over model.max_context_tokens ({cfg.model.max_context_tokens})",
+    )  # fmt: skip
+    limit = stage_config(kind, cfg).max_samples
+    return kept if limit is None else kept[:limit]
 
 
 class _Origins(dict):
@@ -320,3 +328,53 @@ def sand_rows(records: Sequence[Any], trajectories: Sequence[Trajectory], cfg: E
             }
         )
     return rows
+
+
+BUILDERS: dict[str, Callable[..., list[Row]]] = {
+    "act": act_rows,
+    "act_noreason": act_rows,
+    "sft_choice": sft_choice_rows,
+    "dpo": dpo_rows,
+    "il": il_rows,
+    "rl": rl_rows,
+    "ee": ee_rows,
+    "ee_wm": world_model_rows,
+    "agent_r": agent_r_rows,
+    "sand": sand_rows,
+}
+"""The row builder of each stage kind nemo-act ships (its registry entry has ``rows=None``); an extension's kind
+names its own builder as a ``module:function`` string."""
+
+
+def stage_config(kind: str, cfg: ExperimentConfig) -> SFTStageConfig | DPOStageConfig | GRPOStageConfig:
+    """Hyperparameters of a stage kind (its ``train.<block>``)."""
+    return getattr(cfg.train, stage_kind(kind).train)
+
+
+def stage_experiment(kind: str, cfg: ExperimentConfig) -> ExperimentConfig:
+    """The experiment config a stage renders its prompts with (its ``prompt_settings`` applied)."""
+    settings = stage_kind(kind).prompt_settings
+    if not settings:
+        return cfg
+    return cfg.model_copy(update={"prompt": cfg.prompt.model_copy(update=settings)})
+
+
+def expand(stages: list[str], cfg: ExperimentConfig) -> list[str]:
+    """The stages a pipeline runs: each kind with ``rounds`` repeated as often as its config key says."""
+    out = []
+    for k in stages:
+        rounds = stage_kind(k).rounds
+        n = 1
+        if rounds:
+            block, _, key = rounds.partition(".")
+            n = int(getattr(getattr(cfg, block), key))
+        out += [k] * n
+    return out
+
+
+def reward_values(reward: str, cfg: ExperimentConfig) -> Any:
+    """A reward's values block of the config (``rewards.selection``, ...)."""
+    node: Any = cfg
+    for part in reward_kind(reward).values.split("."):
+        node = getattr(node, part)
+    return node

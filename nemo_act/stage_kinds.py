@@ -1,5 +1,9 @@
 """The one table of stage kinds: what each trains with, on which data, with which prompt and reward.
 
+A registry on a low floor (docs/architecture.md): it imports only :mod:`nemo_act.plugins`, so the config schema
+checks ``pipeline.stages`` and the ``train`` blocks against it; what needs a config or a prompt (a stage's
+hyperparameters, its rows) is in :mod:`nemo_act.stage_data`.
+
 Every consumer reads this table instead of naming kinds: the config schema (which names are valid), the
 row builders (:func:`nemo_act.stage_data.rows_for`), the pipeline runner (which data steps a pipeline
 needs, after which stages held-out selection accuracy is measured), the local engine (trainer and
@@ -8,7 +12,8 @@ reward functions) and the cluster engine (NeMo-RL algorithm, task name, hyperpar
 Adding a kind = one :class:`StageKind` (its row builder a ``module:function`` reference, like a
 :class:`DataKind`'s builder) given to :func:`register` by a module of yours that the config's ``extensions``
 list names (imported before the config is validated, in every process that loads it), or one entry of the
-table here for a kind nemo-act ships. A stage that consumes a new kind of data registers a :class:`DataKind`
+table here for a kind nemo-act ships (its row builder a function of :data:`nemo_act.stage_data.BUILDERS`). A
+stage that consumes a new kind of data registers a :class:`DataKind`
 (its builder, audit file and record type) the same way, and a GRPO stage with a reward of its own a
 :class:`RewardKind` (its score function; both engines score with it). Nothing else names a kind:
 docs/extending.md.
@@ -16,13 +21,11 @@ docs/extending.md.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from nemo_act.config.schema import DPOStageConfig, ExperimentConfig, GRPOStageConfig, SFTStageConfig
+from nemo_act.plugins import import_module
 
 
 @dataclass(frozen=True)
@@ -126,20 +129,6 @@ def reward_kind(name: str) -> RewardKind:
         raise ValueError(f"unknown reward '{name}'; rewards are: {', '.join(REWARD_KINDS)}") from None
 
 
-def reward_values(reward: str, cfg: ExperimentConfig) -> Any:
-    """A reward's values block of the config (``rewards.selection``, ...)."""
-    node: Any = cfg
-    for part in reward_kind(reward).values.split("."):
-        node = getattr(node, part)
-    return node
-
-
-def load(ref: str) -> Any:
-    """The object a ``module:name`` reference names (imported on first use: the table stays import-light)."""
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 @dataclass(frozen=True)
 class StageKind:
     """One stage kind.
@@ -151,7 +140,8 @@ class StageKind:
             trajectories) or a reflection baseline's audit file (:mod:`nemo_act.reflection`).
         rows: ``module:function`` of its row builder: ``(pairs | trajectories, cfg) -> rows``, or
             ``(records, trajectories, cfg)`` for a built data kind (the builders of :mod:`nemo_act.stage_data`
-            show the row fields each algorithm and reward reads).
+            show the row fields each algorithm and reward reads); None for a kind nemo-act ships, whose builder
+            is the function :data:`nemo_act.stage_data.BUILDERS` holds under its name.
         prompt: ``selection`` (the ACT prompt over two candidates) or ``generation`` (act directly).
         reward: GRPO reward, a :data:`REWARD_KINDS` name: ``selection`` (names the better candidate), ``action``
             (the expert's action), or one registered by an extension.
@@ -166,7 +156,7 @@ class StageKind:
     name: str
     algorithm: Literal["grpo", "sft", "dpo"]
     data: str
-    rows: str
+    rows: str | None
     prompt: Literal["selection", "generation"]
     reward: str | None
     train: str
@@ -179,7 +169,7 @@ class StageKind:
         if self.data not in DATA_KINDS:
             known = ", ".join(DATA_KINDS)
             raise ValueError(f"stage kind '{self.name}': data '{self.data}' is not a data kind ({known})")
-        if ":" not in self.rows:
+        if self.rows is not None and ":" not in self.rows:
             raise ValueError(f"stage kind '{self.name}': rows {self.rows!r} is not a 'module:function' reference")
         if (self.reward is not None) != (self.algorithm == "grpo"):
             need = "needs a" if self.algorithm == "grpo" else "takes no"
@@ -191,35 +181,30 @@ class StageKind:
             )
 
 
-def _rows(name: str) -> str:
-    """The reference of a row builder nemo-act ships (:mod:`nemo_act.stage_data`)."""
-    return f"nemo_act.stage_data:{name}"
-
-
 STAGE_KINDS: dict[str, StageKind] = {
     k.name: k
     for k in (
-        StageKind("act", "grpo", "pairs", _rows("act_rows"), "selection", "selection", "act", selection_eval=True,
+        StageKind("act", "grpo", "pairs", None, "selection", "selection", "act", selection_eval=True,
                   summary="ACT: GRPO on choosing the expert action of a pair, reasoning first"),
-        StageKind("act_noreason", "grpo", "pairs", _rows("act_rows"), "selection", "selection", "act",
+        StageKind("act_noreason", "grpo", "pairs", None, "selection", "selection", "act",
                   prompt_settings={"act_reasoning": False}, selection_eval=True,
                   summary="control: ACT without the reasoning instruction"),
-        StageKind("sft_choice", "sft", "pairs", _rows("sft_choice_rows"), "selection", None, "sft_choice",
+        StageKind("sft_choice", "sft", "pairs", None, "selection", None, "sft_choice",
                   selection_eval=True,
                   summary="control: SFT on the selection prompt -> the expert action, no rationale"),
-        StageKind("dpo", "dpo", "pairs", _rows("dpo_rows"), "generation", None, "dpo", selection_eval=True,
+        StageKind("dpo", "dpo", "pairs", None, "generation", None, "dpo", selection_eval=True,
                   summary="control: DPO, expert action chosen over the alternative"),
-        StageKind("il", "sft", "experts", _rows("il_rows"), "generation", None, "il",
+        StageKind("il", "sft", "experts", None, "generation", None, "il",
                   summary="imitation learning: SFT on expert actions"),
-        StageKind("rl", "grpo", "experts", _rows("rl_rows"), "generation", "action", "rl",
+        StageKind("rl", "grpo", "experts", None, "generation", "action", "rl",
                   summary="RL: GRPO on direct action generation, rewarded for the expert's action"),
-        StageKind("ee", "sft", "early_experience", _rows("ee_rows"), "generation", None, "il",
+        StageKind("ee", "sft", "early_experience", None, "generation", None, "il",
                   summary="baseline: Early Experience, SFT on a self-reflection + the expert action (IL's budget)"),
-        StageKind("ee_wm", "sft", "early_experience", _rows("world_model_rows"), "generation", None, "il",
+        StageKind("ee_wm", "sft", "early_experience", None, "generation", None, "il",
                   summary="baseline: Early Experience, implicit world modelling (predict next observations)"),
-        StageKind("agent_r", "sft", "agent_r", _rows("agent_r_rows"), "generation", None, "il",
+        StageKind("agent_r", "sft", "agent_r", None, "generation", None, "il",
                   summary="baseline: Agent-R, revision at the policy's first deviation + expert rows (IL's budget)"),
-        StageKind("sand", "sft", "sand", _rows("sand_rows"), "generation", None, "il",
+        StageKind("sand", "sft", "sand", None, "generation", None, "il",
                   summary="baseline: SAND, execution-grounded deliberation + the expert action (IL's budget)",
                   rounds="sand.iterations"),
     )
@@ -250,13 +235,7 @@ def import_extensions(modules: Sequence[str], source: str) -> None:
         ValueError: A module cannot be imported (the message names the config file and the field).
     """
     for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError as err:
-            raise ValueError(
-                f"{source}: field 'extensions': cannot import {name!r} ({err}); put its folder on PYTHONPATH "
-                "or install its package"
-            ) from err
+        import_module(name, f"{source}: field 'extensions'")
 
 
 def stage_kind(name: str) -> StageKind:
@@ -265,38 +244,6 @@ def stage_kind(name: str) -> StageKind:
         return STAGE_KINDS[name]
     except KeyError:
         raise ValueError(f"unknown stage '{name}'; stages are: {', '.join(STAGE_KINDS)}") from None
-
-
-def stage_config(kind: str, cfg: ExperimentConfig) -> SFTStageConfig | DPOStageConfig | GRPOStageConfig:
-    """Hyperparameters of a stage kind (its ``train.<block>``)."""
-    return getattr(cfg.train, stage_kind(kind).train)
-
-
-def capped_rows(kind: str, rows: list[Any], cfg: ExperimentConfig) -> list[Any]:
-    """A stage's rows cut to ``train.<kind>.max_samples`` (the first ones), so both engines train the same rows."""
-    limit = stage_config(kind, cfg).max_samples
-    return rows if limit is None else rows[:limit]
-
-
-def stage_experiment(kind: str, cfg: ExperimentConfig) -> ExperimentConfig:
-    """The experiment config a stage renders its prompts with (its ``prompt_settings`` applied)."""
-    settings = stage_kind(kind).prompt_settings
-    if not settings:
-        return cfg
-    return cfg.model_copy(update={"prompt": cfg.prompt.model_copy(update=settings)})
-
-
-def expand(stages: list[str], cfg: ExperimentConfig) -> list[str]:
-    """The stages a pipeline runs: each kind with ``rounds`` repeated as often as its config key says."""
-    out = []
-    for k in stages:
-        rounds = stage_kind(k).rounds
-        n = 1
-        if rounds:
-            block, _, key = rounds.partition(".")
-            n = int(getattr(getattr(cfg, block), key))
-        out += [k] * n
-    return out
 
 
 def data_steps(stages: list[str]) -> list[str]:

@@ -1,66 +1,48 @@
 """The rules the layout keeps (docs/architecture.md), checked on the source: a rule that is not checked drifts.
 
-* The engine boundary: outside ``nemo_act/engines/`` no module imports an engine's package
-  (``nemo_act.engines.local``, ``nemo_act.engines.nemo_rl``) or branches on an engine's name; they go through
-  :func:`nemo_act.engines.engine_for` and the :class:`~nemo_act.engines.Engine` methods.
-* Every engine named in the schema's ``engine.name`` is registered, and each registered one implements every
-  abstract method.
-* No circle of imports between modules (any import, at the top or inside a function: a lazy import hides a circle,
-  it does not remove it), but for the ones :data:`KNOWN_CIRCLES` lists, which issue 37 still has to remove: a new
-  one fails.
+* The floors: every import (at the top, inside a function, under ``TYPE_CHECKING``: each is a dependency) goes to
+  a room on the same floor or one below, in the order docs/architecture.md's "The floors" table gives; a room is a
+  subpackage of ``nemo_act`` (each engine's package its own) or a top-level module. Code reaches up only through a
+  name the config gives (``nemo_act.plugins``), never an import.
+* No circle of imports between modules.
+* The engine boundary: outside the engines' own packages (``engines/__init__.py`` included) no module imports an
+  engine's package, names one in a string (an ``importlib`` path) or branches on an engine's name (a comparison,
+  an ``in`` over a tuple, a ``match``); they go through :func:`nemo_act.engines.engine_for` and the
+  :class:`~nemo_act.engines.Engine` methods.
+* Every engine shipped is complete: its ``ENGINE`` implements every abstract method, its ``CONFIG`` models its
+  block.
 """
 
 import ast
-import typing
+import re
 from pathlib import Path
 
 import pytest
 
-from nemo_act.config.schema import EngineConfig
-from nemo_act.engines import ENGINES, Engine
-from nemo_act.stage_kinds import load
+from nemo_act.config.schema import EngineConfigBase
+from nemo_act.engines import Engine, engine_named, shipped_engines
+from nemo_act.plugins import engine_module, import_module
 
-PACKAGE = Path(__file__).resolve().parents[1] / "nemo_act"
-ENGINE_NAMES = typing.get_args(EngineConfig.model_fields["name"].annotation)
-
-
-def _core_modules() -> list[Path]:
-    return sorted(p for p in PACKAGE.rglob("*.py") if "engines" not in p.relative_to(PACKAGE).parts)
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "nemo_act"
+ENGINE_NAMES = shipped_engines()
 
 
-def _offences(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    out = []
-    for node in ast.walk(tree):
-        names = []
-        if isinstance(node, ast.ImportFrom) and node.module:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        if any(n.startswith(tuple(f"nemo_act.engines.{e}" for e in ENGINE_NAMES)) for n in names):
-            out.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: imports an engine's package")
-        if isinstance(node, ast.Compare):
-            consts = [c.value for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)]
-            attrs = [ast.unparse(c) for c in [node.left, *node.comparators] if isinstance(c, ast.Attribute)]
-            if set(consts) & set(ENGINE_NAMES) and any(a.endswith("engine.name") for a in attrs):
-                out.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: branches on the engine's name")
-    return out
-
-
-# Circles left to remove (issue 37): the config schema's validators call the stage-kind registry and the benchmark
-# protocol, which import the schema's types; the NeMo-RL engine's package re-exports modules that import it back.
-KNOWN_CIRCLES = [
-    ["nemo_act.benchmarks.base", "nemo_act.config.schema", "nemo_act.stage_kinds"],
-    ["nemo_act.engines.nemo_rl", "nemo_act.engines.nemo_rl.launch", "nemo_act.engines.nemo_rl.preflight"],
-]
+def module_names(package: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of ``package``."""
+    return {
+        ".".join(p.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in package.rglob("*.py")
+    }
 
 
 def import_graph(package: Path) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports (any ``import``/``from ... import`` in its file)."""
-    mods = {}
-    for path in package.rglob("*.py"):
-        name = ".".join(path.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")
-        mods[name] = path
+    """Module -> the package's modules it imports (any ``import``/``from ... import`` in its file).
+
+    ``from pkg import sub`` where ``sub`` is a module imports ``pkg.sub`` (as import-linter counts it), not ``pkg``'s
+    other names.
+    """
+    mods = module_names(package)
 
     def module_of(dotted: str) -> str | None:
         while dotted and dotted not in mods:
@@ -72,13 +54,49 @@ def import_graph(package: Path) -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             targets = []
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+                subs = [f"{node.module}.{a.name}" for a in node.names]
+                targets = subs if all(s in mods for s in subs) else [node.module, *subs]
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             for target in targets:
                 if target.split(".")[0] == package.name and (m := module_of(target)) and m != name:
                     graph[name].add(m)
     return graph
+
+
+def room(module: str) -> str:
+    """The room of a module: its top-level module or subpackage; an engine's package is a room of its own."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "__init__"
+    return ".".join(parts[:2]) if parts[0] == "engines" and len(parts) > 1 else parts[0]
+
+
+def floors(doc: Path) -> dict[str, int]:
+    """Room -> floor, from the table under "## The floors" (``| floor | rooms | ... |``, rooms in backticks)."""
+    text = doc.read_text()
+    section = text.split("## The floors", 1)[1].split("\n## ", 1)[0]
+    out: dict[str, int] = {}
+    for line in section.splitlines():
+        m = re.match(r"\|\s*(\d+)\s*\|([^|]*)\|", line)
+        if m:
+            for name in re.findall(r"`([^`]+)`", m.group(2)):
+                assert name not in out, f"{doc}: room {name} is on two floors"
+                out[name] = int(m.group(1))
+    return out
+
+
+def back_up(graph: dict[str, set[str]], floor: dict[str, int]) -> list[str]:
+    """Every import that goes to a higher floor, and every room the floors do not list."""
+    rooms = {room(m) for m in graph}
+    out = [f"room {r} is on no floor of docs/architecture.md" for r in sorted(rooms - set(floor))]
+    out += [f"docs/architecture.md lists {r}, which is no room" for r in sorted(set(floor) - rooms)]
+    for a in sorted(graph):
+        for b in sorted(graph[a]):
+            fa, fb = floor.get(room(a)), floor.get(room(b))
+            if fa is not None and fb is not None and fb > fa:
+                out.append(f"{a} (floor {fa}) imports {b} (floor {fb})")
+    return out
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -110,8 +128,28 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(out)
 
 
-def test_no_new_circle_of_imports():
-    assert circles(import_graph(PACKAGE)) == KNOWN_CIRCLES
+def test_every_import_goes_down_the_floors_of_the_architecture_page():
+    assert back_up(import_graph(PACKAGE), floors(ROOT / "docs" / "architecture.md")) == []
+
+
+def test_the_floor_check_finds_an_import_back_up(tmp_path):
+    pkg = tmp_path / "nemo_act"
+    (pkg / "config").mkdir(parents=True)
+    (pkg / "config" / "schema.py").write_text("def f():\n    from nemo_act.benchmarks.base import adapter\n")
+    (pkg / "benchmarks").mkdir()
+    (pkg / "benchmarks" / "base.py").write_text("from nemo_act.config.schema import f\n")
+    (pkg / "cli.py").write_text("import nemo_act.config.schema\n")
+    doc = tmp_path / "architecture.md"
+    doc.write_text("## The floors\n\n| floor | rooms |\n|---|---|\n| 0 | `config` |\n| 1 | `benchmarks`, `cli` |\n")
+    assert back_up(import_graph(pkg), floors(doc)) == [
+        "nemo_act.config.schema (floor 0) imports nemo_act.benchmarks.base (floor 1)"
+    ]
+    doc.write_text("## The floors\n\n| floor | rooms |\n|---|---|\n| 0 | `config` |\n| 1 | `benchmarks` |\n")
+    assert back_up(import_graph(pkg), floors(doc))[0] == "room cli is on no floor of docs/architecture.md"
+
+
+def test_no_circle_of_imports():
+    assert circles(import_graph(PACKAGE)) == []
 
 
 def test_the_circle_check_finds_a_planted_circle(tmp_path):
@@ -123,31 +161,95 @@ def test_the_circle_check_finds_a_planted_circle(tmp_path):
     assert circles(import_graph(pkg)) == [["nemo_act.evaluation.pool", "nemo_act.evaluation.ray"]]
 
 
-def test_no_core_module_imports_an_engine_or_branches_on_its_name():
-    offences = [o for p in _core_modules() for o in _offences(p)]
-    assert offences == [], "\n".join(offences)
+def _names_engine(node: ast.AST) -> bool:
+    """A string constant that is an engine's name, or a tuple/list/set holding one."""
+    if isinstance(node, ast.Constant):
+        return node.value in ENGINE_NAMES
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return any(_names_engine(e) for e in node.elts)
+    return False
 
 
-def test_the_check_catches_what_it_looks_for(tmp_path):
-    bad = tmp_path / "nemo_act" / "bad.py"
-    bad.parent.mkdir()
-    bad.write_text(
+def _about_the_engine(node: ast.AST) -> bool:
+    """An expression that reads the engine's name (``cfg.engine.name``, ``engine.name``, ``engine_name``)."""
+    text = ast.unparse(node)
+    return text.endswith(("engine.name", "engine_name"))
+
+
+def offences(path: Path, package: Path) -> list[str]:
+    """Where a module outside the engines' packages imports, names or branches on a shipped engine."""
+    where = path.relative_to(package.parent)
+    packages = tuple(f"{package.name}.engines.{e}" for e in ENGINE_NAMES)
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        if any(n == p or n.startswith(p + ".") for n in names for p in packages):
+            out.append(f"{where}:{node.lineno}: imports an engine's package")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if any(node.value == p or node.value.startswith((p + ".", p + ":")) for p in packages):
+                out.append(f"{where}:{node.lineno}: names an engine's package in a string")
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_about_the_engine(s) for s in sides) and any(_names_engine(s) for s in sides):
+                out.append(f"{where}:{node.lineno}: branches on the engine's name")
+        elif isinstance(node, ast.Match) and _about_the_engine(node.subject):
+            values = [p for c in node.cases for p in ast.walk(c.pattern) if isinstance(p, ast.MatchValue)]
+            if any(_names_engine(v.value) for v in values):
+                out.append(f"{where}:{node.lineno}: branches on the engine's name")
+    return out
+
+
+def _outside_the_engines(package: Path) -> list[Path]:
+    engines = package / "engines"
+    return sorted(p for p in package.rglob("*.py") if p.parent == engines or engines not in p.parents)
+
+
+def test_no_module_outside_the_engines_imports_names_or_branches_on_one():
+    assert PACKAGE / "engines" / "__init__.py" in _outside_the_engines(PACKAGE)
+    found = [o for p in _outside_the_engines(PACKAGE) for o in offences(p, PACKAGE)]
+    assert found == [], "\n".join(found)
+
+
+def test_the_engine_check_catches_every_form(tmp_path):
+    pkg = tmp_path / "nemo_act"
+    (pkg / "engines").mkdir(parents=True)
+    (pkg / "engines" / "__init__.py").write_text('ENGINES = {"x": "nemo_act.engines.nemo_rl:ENGINE"}\n')
+    (pkg / "bad.py").write_text(
         "from nemo_act.engines.nemo_rl import interpreters\n"
         "import nemo_act.engines.local.stages\n"
-        "def f(cfg):\n    return cfg.engine.name == 'nemo_rl'\n"
+        "import importlib\n"
+        "def f(cfg):\n"
+        "    importlib.import_module('nemo_act.engines.local')\n"
+        "    if cfg.engine.name == 'nemo_rl':\n        return 1\n"
+        "    if cfg.engine.name in ('local', 'other'):\n        return 2\n"
+        "    match cfg.engine.name:\n        case 'nemo_rl':\n            return 3\n"
     )
-    global PACKAGE
-    saved, PACKAGE = PACKAGE, tmp_path / "nemo_act"
-    try:
-        found = _offences(bad)
-    finally:
-        PACKAGE = saved
-    reasons = [o.split(": ", 1)[1] for o in found]
-    assert reasons == ["imports an engine's package"] * 2 + ["branches on the engine's name"]
+    found = [o.split(": ", 1) for p in _outside_the_engines(pkg) for o in offences(p, pkg)]
+    assert sorted((w.split(":")[0].split("/")[-1], why) for w, why in found) == [
+        ("__init__.py", "names an engine's package in a string"),
+        ("bad.py", "branches on the engine's name"),
+        ("bad.py", "branches on the engine's name"),
+        ("bad.py", "branches on the engine's name"),
+        ("bad.py", "imports an engine's package"),
+        ("bad.py", "imports an engine's package"),
+        ("bad.py", "names an engine's package in a string"),
+    ]
+
+
+def test_grep_finds_no_engine_in_the_config_and_the_engine_interface():
+    """The issue's own check: ``grep -n nemo_rl nemo_act/config nemo_act/engines/__init__.py`` finds nothing."""
+    files = [*sorted((PACKAGE / "config").glob("*.py")), PACKAGE / "engines" / "__init__.py"]
+    hits = [f"{p}:{i}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1) if "nemo_rl" in line]
+    assert hits == []
 
 
 @pytest.mark.parametrize("name", ENGINE_NAMES)
-def test_every_engine_of_the_schema_is_registered_and_complete(name):
-    engine = load(ENGINES[name])
+def test_every_shipped_engine_is_complete(name):
+    engine = engine_named(name)
     assert isinstance(engine, Engine) and engine.name == name
     assert not getattr(type(engine), "__abstractmethods__", None)
+    assert issubclass(import_module(engine_module(name), "test").CONFIG, EngineConfigBase)

@@ -38,7 +38,8 @@ import pytest
 from needs_nemo_rl import import_nemo_rl, named_source, nemo_rl_source
 
 from nemo_act.config import conf_root, load_config
-from nemo_act.stage_kinds import STAGE_KINDS, stage_experiment, stage_kind
+from nemo_act.stage_data import stage_experiment
+from nemo_act.stage_kinds import STAGE_KINDS, stage_kind
 
 REPO = Path(__file__).resolve().parents[1]
 # NeMo-RL v0.7.0 docker/Dockerfile: ENV RAY_USAGE_STATS_ENABLED=0 (101), RAY_ENABLE_UV_RUN_RUNTIME_ENV=0 (105),

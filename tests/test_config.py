@@ -2,6 +2,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from nemo_act import stage_kinds
 from nemo_act.config import ConfigError, compose, conf_root, group_options, load_config, to_yaml
@@ -11,7 +12,7 @@ def test_default_config_composes_every_group():
     cfg = load_config()
     assert cfg.model.tiny is not None and cfg.model.tiny.head_dim >= 32
     assert cfg.benchmark.name == "scienceworld" and cfg.benchmark.max_steps == 50
-    assert cfg.engine.name == "local" and cfg.engine.nemo_rl_release.startswith("v")
+    assert cfg.engine.model_dump() == {"name": "local"}  # the local engine's block is its name: no cluster fields
     assert (cfg.rewards.selection.correct, cfg.rewards.selection.admissible, cfg.rewards.selection.malformed) == (
         1.0,
         0.1,
@@ -38,7 +39,8 @@ def test_group_and_dotted_overrides():
 def test_nemo_rl_pin_is_in_one_file():
     pins = [p for p in conf_root().rglob("*.yaml") if "nemo_rl_release:" in p.read_text()]
     assert [p.name for p in pins] == ["_nemo_rl_pin.yaml"]
-    assert load_config(overrides=["engine=nemo_rl"]).engine.nemo_rl_release == load_config().engine.nemo_rl_release
+    pin = yaml.safe_load(pins[0].read_text())
+    assert load_config(overrides=["engine=nemo_rl"]).engine.nemo_rl_release == pin["nemo_rl_release"]
 
 
 def test_unknown_key_is_named_with_a_suggestion():
@@ -219,6 +221,22 @@ def test_a_run_config_written_before_the_newer_keys_still_loads_as_it_ran(tmp_pa
     old = ExperimentConfig.model_validate(yaml.safe_load(yaml.safe_dump(dump)))
     assert (old.extensions, old.max_tasks, old.env.lanes) == ([], None, 1)
     assert load_config().env.lanes == "auto"
+    # before engines were plugins (2026-12-03) every engine block carried the NeMo-RL pin, the local one nemo_rl: null
+    pin = yaml.safe_load((conf_root() / "engine" / "_nemo_rl_pin.yaml").read_text())
+    dump["engine"] = {"name": "local", **pin, "nemo_rl": None}
+    assert ExperimentConfig.model_validate(dump).engine.model_dump() == {"name": "local"}
+    cluster = load_config(overrides=["engine=nemo_rl"]).model_dump(mode="json")
+    del cluster["engine"]["nemo_rl_commit"]  # and before the commit was pinned
+    assert ExperimentConfig.model_validate(cluster).engine.nemo_rl_commit is None
+
+
+def test_the_engine_block_is_checked_against_the_engine_s_own_settings():
+    with pytest.raises(ConfigError, match=r"field 'engine.nemo_rl': unknown key"):
+        load_config(overrides=["+engine.nemo_rl={precision: bf16}"])
+    with pytest.raises(ConfigError, match=r"field 'engine.nemo_rl.precision'"):
+        load_config(overrides=["engine=nemo_rl", "engine.nemo_rl.precision=fp4"])
+    with pytest.raises(ConfigError, match=r"engine.name: cannot import 'no_such_pkg.engine'"):
+        load_config(overrides=["engine.name=no_such_pkg.engine"])
 
 
 @pytest.mark.parametrize("steps", ["-5", "0"])

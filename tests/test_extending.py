@@ -32,6 +32,8 @@ FILES = {
     "myconf/benchmark/preamble.corridor.txt": ("text", 1),
     "mystages/mystages.py": ("python", 1),
     "myconf/pipeline/alt_il.yaml": ("yaml", 1),
+    "myengines/frugal.py": ("python", 2),
+    "myconf/engine/frugal.yaml": ("yaml", 2),
 }
 
 
@@ -66,7 +68,9 @@ def test_the_guide_s_files_pass_the_project_s_lint(project):
 
 def test_the_config_folder_holds_only_the_user_s_files(project):
     mine = sorted(str(p.relative_to(project["root"] / "myconf")) for p in (project["root"] / "myconf").rglob("*.*"))
-    assert mine == ["benchmark/corridor.yaml", "benchmark/preamble.corridor.txt", "pipeline/alt_il.yaml"]
+    assert mine == [
+        "benchmark/corridor.yaml", "benchmark/preamble.corridor.txt", "engine/frugal.yaml", "pipeline/alt_il.yaml"
+    ]  # fmt: skip
     where = subprocess.run([str(project["venv"] / "bin" / "python"), "-c", "import nemo_act; print(nemo_act.__file__)"],
                            cwd=project["root"], capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert str(project["venv"]) in where and str(REPO) not in where
@@ -178,3 +182,25 @@ def test_a_module_missing_part_of_the_protocol_is_refused_with_what_is_missing(p
                          text=True)  # fmt: skip
     assert res.returncode != 0
     assert "expert data: LiveExperts (expert_env (missing))" in res.stderr, res.stderr[-2000:]
+
+
+def test_an_engine_of_the_user_s_trains_a_stage_with_its_own_settings(project):
+    """An engine added from outside the package (the guide's ``myengines.frugal``) runs a pipeline stage: the stage
+    is trained by it (its note in the stage folder, its own block's cap of 1 step instead of train=smoke's 2), handed
+    over as an HF checkpoint and evaluated; ``nemo-act ls`` lists it with its module; its block is checked."""
+    run = project["root"] / "runs" / "frugal"
+    log = json.loads((run / "run.json").read_text())
+    assert [s["stage"] for s in log["stages"]] == ["01_il"]
+    stage = project["root"] / log["stages"][0]["path"]
+    assert json.loads((stage / "frugal.json").read_text())["max_steps"] == 1 and (stage / "config.json").is_file()
+    metrics = [json.loads(line) for line in (stage / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics if "loss" in m] == [1]
+    assert yaml.safe_load((run / "config.yaml").read_text())["engine"] == {"name": "myengines.frugal", "max_steps": 1}
+    assert log["eval"]["01_il"]["benchmark"] == "corridor"
+    listed = [line for line in project["out"].splitlines() if "myengines.frugal" in line]
+    assert listed, project["out"][-3000:]  # the ls table lists it by its module
+    env = _env(project["venv"]) | {"PYTHONPATH": f"{project['root']}:{project['root'] / 'mybench'}",
+                                    "NEMO_ACT_CONF": str(project["root"] / "myconf")}  # fmt: skip
+    res = subprocess.run(["nemo-act", "config", "engine=frugal", "engine.max_stepz=1"], cwd=project["root"], env=env,
+                         capture_output=True, text=True)  # fmt: skip
+    assert res.returncode != 0 and "engine.max_stepz" in res.stderr, res.stderr[-2000:]

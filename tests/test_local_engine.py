@@ -20,7 +20,7 @@ from nemo_act.engines.local.signal_check import ZeroRewardVarianceWarning, ZeroV
 from nemo_act.engines.local.stages import train_stage
 from nemo_act.generation import RandomGenerator
 from nemo_act.pairs import collect_pairs
-from nemo_act.stage_kinds import stage_experiment
+from nemo_act.stage_data import stage_experiment
 
 QUICK = [
     "train.{k}.max_steps=2",

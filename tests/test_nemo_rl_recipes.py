@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_act import stage_kinds
+from nemo_act import stage_data
 from nemo_act.config import conf_root, load_config
 from nemo_act.engines import train_stage
 from nemo_act.engines.nemo_rl import recipe
@@ -433,14 +433,16 @@ def test_the_save_deadline_comes_from_the_jobs_end_so_a_requeue_loses_no_steps(m
     assert 0 < 7200 - margin - (hours * 3600 + minutes * 60) < 120
 
 
-def test_max_samples_cuts_the_rows_the_cluster_engine_trains_as_the_local_engine_does(tmp_path, monkeypatch):
-    """train.<kind>.max_samples shrank NeMo-RL's step count but every row was still written (launch.py)."""
+@pytest.mark.heavy
+def test_max_samples_cuts_the_stage_rows_every_engine_is_given(sw_experts, tmp_path, monkeypatch):
+    """train.<kind>.max_samples shrank NeMo-RL's step count but every row was still written (launch.py); now the
+    rows are fitted and capped once, by ``stage_data.rows_for``, and each engine trains what it is given."""
     monkeypatch.setenv("NEMO_ACT_DRY_RUN", "1")
-    cfg = load_config(Q8B, ["train.il.max_samples=70"])
-    rows = [
-        {"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": "a"}]} for i in range(100)
-    ]
+    every = stage_data.rows_for("il", sw_experts, load_config(Q8B))
+    cfg = load_config(Q8B, ["train.il.max_samples=5"])
+    rows = stage_data.rows_for("il", sw_experts, cfg)
+    assert len(every) > 5 and rows == every[:5]
     out = run_driver("il", "/ckpt/warm", rows, cfg, tmp_path / "02_il")
     written = (out / "rows.jsonl").read_text().splitlines()
-    assert len(written) == 70 and '"q69"' in written[-1]
-    assert stage_kinds.capped_rows("il", rows, cfg) == rows[:70]
+    last = {k: v for k, v in json.loads(written[-1]).items() if k not in ("task_name", "enable_thinking")}
+    assert len(written) == 5 and last == rows[-1]

@@ -58,7 +58,7 @@ def pinned(tmp_path, monkeypatch):
 
 def test_the_pin_names_the_release_its_commit_and_the_config_loads_it():
     pin = nemo_rl_source.read_pin()
-    cfg = load_config()
+    cfg = load_config(overrides=["engine=nemo_rl"])  # the engine whose block carries the pin
     assert (cfg.engine.nemo_rl_release, cfg.engine.nemo_rl_commit) == (pin.release, pin.commit)
     assert len(pin.commit) == 40 and int(pin.commit, 16) and pin.version == pin.release.removeprefix("v")
 

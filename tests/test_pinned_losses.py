@@ -146,7 +146,7 @@ def _records(kind: str, trajs: list) -> list:
 
 
 def _stage_rows(kind: str, cfg, pairs: list) -> list:
-    from nemo_act.stage_kinds import stage_experiment
+    from nemo_act.stage_data import stage_experiment
 
     scfg = stage_experiment(kind, cfg)
     trajs = _trajectories()

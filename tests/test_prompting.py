@@ -13,7 +13,8 @@ from nemo_act.data.io import read_jsonl
 from nemo_act.evaluation.rollout import EpisodeRecord
 from nemo_act.prompts.render import template
 from nemo_act.run_plan import plan
-from nemo_act.stage_kinds import data_steps, expand
+from nemo_act.stage_data import expand
+from nemo_act.stage_kinds import data_steps
 
 PIPELINES = sorted((conf_root() / "pipeline").glob("*.yaml"))
 

@@ -22,7 +22,7 @@ from nemo_act.evaluation.rollout import EpisodeRecord
 from nemo_act.generation.simple import wrap_action
 from nemo_act.reflection.sand import DeliberationRecord, build_sand, distinct_actions, read_deliberations
 from nemo_act.run_plan import plan
-from nemo_act.stage_kinds import expand
+from nemo_act.stage_data import expand
 
 REPO = Path(__file__).resolve().parents[1]
 

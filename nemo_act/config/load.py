@@ -233,11 +233,11 @@ def _known_keys(path: list[str], tree: dict[str, Any]) -> list[str]:
 
         return sorted({k.train for k in STAGE_KINDS.values()} | {"report_to"})
     if path[:1] == ["benchmark"]:
-        from nemo_act.benchmarks.base import adapter
+        from nemo_act.plugins import import_module
 
         try:
-            model = adapter(tree["benchmark"]["adapter"]).CONFIG
-        except (KeyError, TypeError, ValueError):
+            model = import_module(tree["benchmark"]["adapter"], "benchmark.adapter").CONFIG
+        except (KeyError, TypeError, ValueError, AttributeError):
             return []
         path = path[1:]
     for part in path:

@@ -3,6 +3,11 @@
 The schema has no default values on purpose: every default lives in the YAML files under ``conf/``
 (``conf/config.yaml`` and the groups it composes), so there is exactly one place to read or change
 one. A key that is missing, unknown or of the wrong type is an error (see ``nemo_act.config.load``).
+
+It names no benchmark and no engine: the ``benchmark`` and ``engine`` blocks are checked against the settings
+model (``CONFIG``) of the module they name (``benchmark.adapter``, ``engine.name``), imported by that name
+(:mod:`nemo_act.plugins`); ``pipeline.stages`` and the ``train`` blocks against the stage-kind registry
+(:mod:`nemo_act.stage_kinds`, a floor below this one).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from nemo_act import plugins, stage_kinds
 
 
 class _Strict(BaseModel):
@@ -186,9 +193,11 @@ class BenchmarkConfigBase(_Strict):
         Kept in the dump so manifests and stage fingerprints made when it was a YAML key still match (finished
         experts and stages are reused, not remade).
         """
-        from nemo_act.benchmarks.base import plays_experts
-
-        return plays_experts(self)
+        module = plugins.import_module(self.adapter, "benchmark.adapter")
+        if not hasattr(module, "play_expert"):  # the protocol's LiveExperts (nemo_act/benchmarks/base.py)
+            return False
+        choose = getattr(module, "plays_live", None)  # an adapter with both ways says which one a config takes
+        return bool(choose(self)) if callable(choose) else True
 
 
 class PairsConfig(_Strict):
@@ -338,67 +347,14 @@ class LockConfig(_Strict):
     )
 
 
-class ClusterShape(_Strict):
-    """Nodes and GPUs one cluster-engine stage runs on (NeMo-RL ``cluster``)."""
+class EngineConfigBase(_Strict):
+    """What every ``engine`` block has; each engine's module subclasses it with its own settings (its ``CONFIG``)."""
 
-    num_nodes: int = Field(gt=0)
-    gpus_per_node: int = Field(gt=0, description="GH200 nodes: 4; DGX H100: 8.")
-    gpu: Literal["gh200_96gb", "gh200_144gb", "h100_80gb", "h200_141gb"] = Field(
-        description="GPU type: its memory bounds the layout planner's estimate."
+    name: str = Field(
+        min_length=1,
+        description="The engine: a subpackage of nemo_act.engines by its name (the ones shipped: nemo-act ls) or "
+        "any module path ('my_pkg.my_engine') with an ENGINE and its CONFIG (docs/extending.md).",
     )
-
-
-class MegatronParallelism(_Strict):
-    """Megatron-Core layout and memory settings of the trained policy (NeMo-RL ``policy.megatron_cfg``)."""
-
-    tensor_parallel: int = Field(gt=0)
-    pipeline_parallel: int = Field(gt=0)
-    context_parallel: int = Field(gt=0)
-    expert_parallel: int = Field(gt=0, description="EP: experts split over this many ranks (MoE).")
-    expert_tensor_parallel: int | None = Field(gt=0, description="ETP for expert layers (None: NeMo-RL's default).")
-    sequence_parallel: bool = Field(description="Needs tensor_parallel > 1 to matter.")
-    activation_checkpointing: bool
-    distributed_optimizer: bool
-
-
-class NeMoRLSettings(_Strict):
-    """How the cluster engine maps a stage onto NeMo-RL (see ``nemo_act.engines.nemo_rl.recipe``)."""
-
-    bases: dict[Literal["grpo", "sft", "dpo"], str] = Field(
-        description="NeMo-RL example config each algorithm inherits, in the pinned release's examples/configs."
-    )
-    cluster: ClusterShape
-    megatron: MegatronParallelism
-    precision: Literal["bf16", "fp8"] = Field(description="fp8 = TE blockwise e4m3 training + FP8 vLLM rollouts.")
-    vllm: VLLMSettings
-    vllm_kwargs: dict[str, Any] = Field(
-        description="Extra vLLM engine arguments of GRPO rollouts (policy.generation.vllm_kwargs)."
-    )
-    max_total_sequence_length: int = Field(gt=0, description="Prompt + response tokens of a GRPO sample.")
-    micro_batch_size: int = Field(gt=0, description="Sequences per GPU per forward pass.")
-    save_period: int = Field(gt=0, description="NeMo-RL checkpoint every N steps (requeued jobs resume there).")
-    save_deadline_margin_s: int = Field(
-        ge=0,
-        description="Seconds before the Slurm job's end by which NeMo-RL writes its last checkpoint "
-        "(checkpointing.checkpoint_must_save_by): the job's USR1 requeue margin plus the time a save takes.",
-    )
-    dump_train_data: bool = Field(
-        description="Let NeMo-RL's GRPO write train_data_step<N>.jsonl (every sample's tokens) each step."
-    )
-    overrides: dict[str, Any] = Field(description="Raw NeMo-RL keys (dotted) applied last: the escape hatch.")
-
-
-class EngineConfig(_Strict):
-    """Which training engine runs the stages."""
-
-    name: Literal["local", "nemo_rl"]
-    nemo_rl_release: str = Field(description="The one pinned NeMo-RL release (git tag).")
-    nemo_rl_commit: str | None = Field(
-        description="The tag's commit: the twin lane checks a user's NeMo-RL source against it (None: a run's "
-        "config.yaml written before it was pinned)."
-    )
-    nemo_rl_container: str = Field(description="Its release container image.")
-    nemo_rl: NeMoRLSettings | None = Field(description="Cluster-engine settings (None for the local engine).")
 
 
 class _StageBase(_Strict):
@@ -474,11 +430,9 @@ class TrainConfig(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _blocks_by_algorithm(cls, value: Any) -> Any:
-        from nemo_act.stage_kinds import STAGE_KINDS  # the registry (it imports the prompt code, which imports this)
-
         if not isinstance(value, dict):
             return value
-        algorithm = {k.train: k.algorithm for k in STAGE_KINDS.values()}
+        algorithm = {k.train: k.algorithm for k in stage_kinds.STAGE_KINDS.values()}
         blocks = {k: v for k, v in value.items() if k != "report_to"}
         # a block no registered kind names fails as an unknown key (extra_forbidden: "did you mean ..." in the message)
         fields: dict[str, Any] = {k: (STAGE_SCHEMAS[algorithm[k]], ...) for k in blocks if k in algorithm}
@@ -537,10 +491,8 @@ class PipelineConfig(_Strict):
     @field_validator("stages")
     @classmethod
     def _known_stages(cls, stages: list[str]) -> list[str]:
-        from nemo_act.stage_kinds import stage_kind  # the table (it imports the prompt code, which imports this)
-
         for name in stages:
-            stage_kind(name)
+            stage_kinds.stage_kind(name)
         return stages
 
 
@@ -580,7 +532,7 @@ class ExperimentConfig(_Strict):
     eval: EvalConfig
     env: EnvRuntimeConfig
     lock: LockConfig
-    engine: EngineConfig
+    engine: SerializeAsAny[EngineConfigBase]
     train: TrainConfig
     pipeline: PipelineConfig
     demo: DemoConfig
@@ -589,26 +541,20 @@ class ExperimentConfig(_Strict):
     @classmethod
     def _extensions_first(cls, value: Any) -> Any:
         """Import ``extensions`` before ``pipeline.stages`` and ``train`` are checked against the registry."""
-        from nemo_act.stage_kinds import import_extensions
-
         if isinstance(value, dict) and "pipeline" in value:  # a run's config.yaml written before 2026-12 lacks both
             value = {"extensions": [], "max_tasks": None, **value}
             if isinstance(value.get("env"), dict):  # and env.lanes: those runs played one lane; batch_episodes
                 value["env"] = {"lanes": 1, "batch_episodes": True, **value["env"]}  # (12-03): they shared calls
             if isinstance(value.get("pairs"), dict):  # and pairs.max_states: they paired every state
                 value["pairs"] = {"max_states": None, **value["pairs"]}
-            if isinstance(value.get("engine"), dict):  # and engine.nemo_rl_commit (2026-12-03)
-                value["engine"] = {"nemo_rl_commit": None, **value["engine"]}
         if isinstance(value, dict) and isinstance(value.get("extensions"), list):
-            import_extensions(value["extensions"], "the config")
+            stage_kinds.import_extensions(value["extensions"], "the config")
         return value
 
     @model_validator(mode="after")
     def _stage_blocks_present(self) -> ExperimentConfig:
-        from nemo_act.stage_kinds import stage_kind
-
         for name in self.pipeline.stages:
-            block = stage_kind(name).train
+            block = stage_kinds.stage_kind(name).train
             if block not in self.train.blocks():
                 raise ValueError(f"train.{block} is missing: stage '{name}' of pipeline.stages trains with it")
         return self
@@ -616,9 +562,24 @@ class ExperimentConfig(_Strict):
     @field_validator("benchmark", mode="before")
     @classmethod
     def _benchmark_of_its_adapter(cls, value: Any) -> Any:
-        from nemo_act.benchmarks.base import benchmark_config  # the registry (its adapters import this module)
+        """The ``benchmark`` block as its adapter's ``CONFIG`` (the adapter module the block names)."""
+        if not isinstance(value, dict):
+            return value  # already a config object
+        if not value.get("adapter"):
+            raise ValueError("benchmark.adapter is not set: name the module that implements the benchmark")
+        module = plugins.import_module(value["adapter"], "benchmark.adapter")
+        return plugins.config_class(module, "benchmark.adapter", BenchmarkConfigBase).model_validate(value)
 
-        return benchmark_config(value)
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _engine_of_its_module(cls, value: Any) -> Any:
+        """The ``engine`` block as its engine module's ``CONFIG`` (the module ``engine.name`` names)."""
+        if not isinstance(value, dict):
+            return value
+        if not value.get("name"):
+            raise ValueError("engine.name is not set: name the engine (conf/engine/, or a module path)")
+        module = plugins.import_module(plugins.engine_module(value["name"]), "engine.name")
+        return plugins.config_class(module, "engine.name", EngineConfigBase).model_validate(value)
 
 
 def values_model(dotted: str) -> type[BaseModel]:

@@ -1,9 +1,11 @@
 """The engine boundary: what the core asks of a training engine, and how it finds the one a config names.
 
-Two engines share the core: ``local`` (HF + TRL, one machine) and ``nemo_rl`` (NeMo-RL + Megatron-Core + vLLM on a
-Ray cluster). Each implements :class:`Engine` in its own package (``nemo_act.engines.<name>:ENGINE``); the
-pipeline runner and the CLI call :func:`engine_for` and never import an engine's modules or branch on its name
-(``tests/test_architecture.py`` greps for both). Everything engine-specific a caller needs is a method here:
+Engines are plugins, like benchmarks: ``engine.name`` names a module (a subpackage of this package, as the two
+shipped engines are, or any module path such as ``my_pkg.my_engine``) that holds ``ENGINE``, an :class:`Engine`,
+and ``CONFIG``, the settings model of its ``engine`` block (a subclass of
+:class:`~nemo_act.config.schema.EngineConfigBase`, checked when the config loads). This module names none of
+them: the pipeline runner and the CLI call :func:`engine_for` and never import an engine's modules or branch on
+its name (``tests/test_architecture.py`` checks both). Everything engine-specific a caller needs is a method here:
 training a stage, how a data step runs (in this process, or in a child process with the engine's interpreter),
 what of the engine changes a stage's result (its fingerprint), what a plan and a checklist show for a stage, the
 GPUs a job holds for generation, the preflight checks and the layout check of a cluster recipe.
@@ -11,18 +13,18 @@ GPUs a job holds for generation, the preflight checks and the layout check of a 
 
 from __future__ import annotations
 
+import pkgutil
 import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nemo_act import plugins
 from nemo_act.config.schema import ExperimentConfig
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-ENGINES = {"local": "nemo_act.engines.local:ENGINE", "nemo_rl": "nemo_act.engines.nemo_rl:ENGINE"}
 
 
 @dataclass(frozen=True)
@@ -102,17 +104,40 @@ class Engine(ABC):
             return [Check("inputs", False, str(err))]
         return [Check("inputs", True, "every model and file the run reads is there")]
 
+    def megatron_python(self) -> str | None:
+        """An interpreter with Megatron-Core + Megatron-Bridge this engine's installation provides (None: none).
+
+        What ``nemo-act convert`` runs the checkpoint converters with where no other is given.
+        """
+        return None
+
     def check_layout(self, cfg: ExperimentConfig) -> list[tuple[str, str]]:
         """Print a cluster recipe's layout and memory estimate; the refusals as (rule, reason) (``nemo-act plan``)."""
         print(f"the {self.name} engine runs on one machine: no parallel layout to check")
         return []
 
 
-def engine_for(cfg: ExperimentConfig) -> Engine:
-    """The engine ``cfg.engine.name`` names (imported on first use)."""
-    from nemo_act.stage_kinds import load
+def engine_named(name: str) -> Engine:
+    """The ``ENGINE`` of the module that ``engine.name: <name>`` names (imported on first use).
 
-    return load(ENGINES[cfg.engine.name])
+    Raises:
+        ValueError: The module cannot be imported or has no :class:`Engine` as ``ENGINE``.
+    """
+    module = plugins.import_module(plugins.engine_module(name), "engine.name")
+    engine = getattr(module, "ENGINE", None)
+    if not isinstance(engine, Engine):
+        raise ValueError(f"engine.name: module {module.__name__} has no ENGINE, an instance of {__name__}.Engine")
+    return engine
+
+
+def engine_for(cfg: ExperimentConfig) -> Engine:
+    """The engine ``cfg.engine.name`` names."""
+    return engine_named(cfg.engine.name)
+
+
+def shipped_engines() -> list[str]:
+    """The names of the engines this package ships: its subpackages (found on disk, named nowhere)."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.ispkg)
 
 
 def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: str | Path) -> Path:
@@ -126,10 +151,3 @@ def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experimen
         out: Stage folder.
     """
     return engine_for(cfg).train_stage(kind, init, rows, cfg, Path(out))
-
-
-def megatron_python() -> str:
-    """The interpreter with Megatron-Core + Megatron-Bridge for the converters (the image's Megatron venv, or this)."""
-    from nemo_act.engines.nemo_rl.interpreters import python_for
-
-    return python_for("mcore")

@@ -15,8 +15,14 @@ from typing import TYPE_CHECKING
 
 from nemo_act.config.schema import ExperimentConfig, GenerationConfig
 from nemo_act.generation.base import GenerationRequest, Generator, close_generator
-from nemo_act.generation.simple import DataGenerator, GoldGenerator, MixedGenerator, RandomGenerator, wrap_action
-from nemo_act.inputs import NOT_MODELS
+from nemo_act.generation.simple import (
+    NOT_MODELS,
+    DataGenerator,
+    GoldGenerator,
+    MixedGenerator,
+    RandomGenerator,
+    wrap_action,
+)
 
 if TYPE_CHECKING:
     from nemo_act.generation.ray_pool import EnginePlacement

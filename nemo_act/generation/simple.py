@@ -29,6 +29,9 @@ def _rng(seed: int, key: str) -> random.Random:
     return key_rng(seed, key)
 
 
+NOT_MODELS = ("random", "gold", "from_data")  # the policies here, by the names a config gives them (no model)
+
+
 class _PoolPolicy:
     """A policy that answers each request with ``n`` uniform draws from a pool of actions.
 

@@ -21,7 +21,7 @@ the vocabulary) is known to be too long without tokenizing it: a 10 MB argument 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from nemo_act.data.records import HistoryItem, State, Trajectory
 from nemo_act.prompts.state import expert_action
 
 Row = dict[str, Any]
-SOURCE_KEY = "_state"  # the state a row was built from: row builders set it, rows_for reads and removes it
+SOURCE_KEY = "_state"  # the state a row was built from: row builders set it, stage_data takes it off
 
 
 def cut(text: str, limit: int) -> str:
@@ -135,16 +135,21 @@ class RowLengths:
 
 
 def fit_rows(
-    rows: Iterable[Row], lengths: RowLengths | None, limit: int, reserve: int, stage: str, where: dict[str, str]
+    rows: Sequence[Row],
+    sources: Sequence[str],
+    lengths: RowLengths | None,
+    limit: int,
+    reserve: int,
+    where: dict[str, str],
 ) -> tuple[list[Row], list[tuple[str, str]]]:
-    """The rows that fit ``limit`` tokens, without their :data:`SOURCE_KEY`, and what was skipped.
+    """The rows that fit ``limit`` tokens, and what was skipped.
 
     Args:
-        rows: Rows as the builders make them (each with :data:`SOURCE_KEY`).
+        rows: The stage's rows.
+        sources: The state each row was built from (what its builder put under :data:`SOURCE_KEY`).
         lengths: The stage's tokenizer; None keeps every row (no tokenizer: a dry run).
         limit: ``model.max_context_tokens``.
         reserve: Tokens a GRPO stage generates per prompt (0 for SFT and DPO).
-        stage: The stage's kind, for messages.
         where: Trajectory id -> ``file:line`` (:func:`origins`).
 
     Returns:
@@ -152,8 +157,7 @@ def fit_rows(
     """
     kept: list[Row] = []
     skipped: list[tuple[str, str]] = []
-    for row in rows:
-        source = row.pop(SOURCE_KEY, "")
+    for row, source in zip(rows, sources, strict=True):
         if lengths is not None and (n := lengths.tokens(row, reserve, limit)) > limit:
             over = f"more than {limit:,}" if n > limit + reserve else f"{n:,}"
             skipped.append((origin_of(source, where), f"{over} tokens{' with the answer' if reserve else ''}"))

@@ -14,8 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from nemo_act.config.schema import ExperimentConfig
+from nemo_act.plugins import load
 from nemo_act.rewards import RewardParts
-from nemo_act.stage_kinds import load, reward_kind, reward_values
+from nemo_act.stage_data import reward_values
+from nemo_act.stage_kinds import reward_kind
 
 RewardFunc = Callable[..., list[float]]
 _NOT_FIELDS = frozenset({"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric"})

@@ -27,7 +27,8 @@ from nemo_act.data.io import follow_umask, write_text_atomic
 from nemo_act.engines.local.exact_resume import resumable
 from nemo_act.engines.local.progress import use_stage_bar
 from nemo_act.generation.hf import resolve_device
-from nemo_act.stage_kinds import capped_rows, stage_config, stage_kind
+from nemo_act.stage_data import stage_config
+from nemo_act.stage_kinds import stage_kind
 
 
 def _common_args(sc: Any, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
@@ -95,7 +96,6 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
     from datasets import Dataset
 
     sc = stage_config(kind, cfg)
-    rows = capped_rows(kind, rows, cfg)
     if not rows:
         raise ValueError(f"stage '{kind}': no training rows")
     with_kwargs = [dict(r, chat_template_kwargs=_template_kwargs(cfg)) for r in rows] if _template_kwargs(cfg) else rows

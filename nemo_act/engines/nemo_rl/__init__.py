@@ -12,7 +12,8 @@ Layering, so that what CI can run is most of it:
 The NeMo-RL-facing layer: ``environments`` (the ``EnvironmentInterface`` subclasses registered in NeMo-RL's
 actor environment registry), ``recipe`` + ``driver`` + ``launch`` (a stage as a NeMo-RL job, exported to HF),
 ``interpreters`` (which venv of the image runs which step), ``preflight`` and ``layout`` (checks before a job).
-NeMo-RL is pinned once in ``conf/engine/_nemo_rl_pin.yaml``. :data:`ENGINE` is what the core sees of all this.
+NeMo-RL is pinned once in ``conf/engine/_nemo_rl_pin.yaml``; ``settings`` holds the model of the ``engine`` block
+(:data:`CONFIG`). :data:`ENGINE` and :data:`CONFIG` are what the core sees of all this.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from typing import Any
 
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.engines import Check, Engine, PlannedStep
+from nemo_act.engines.nemo_rl.settings import NeMoRLEngineConfig
+
+CONFIG = NeMoRLEngineConfig
 
 
 class NeMoRLEngine(Engine):
@@ -40,8 +44,6 @@ class NeMoRLEngine(Engine):
     def fingerprint(self, cfg: ExperimentConfig) -> dict[str, Any]:
         """Precision, the release's base configs and the raw overrides (not the layout: a job may be resized)."""
         n = cfg.engine.nemo_rl
-        if n is None:
-            return {}
         return {"engine": {"precision": n.precision, "bases": n.bases, "overrides": n.overrides}}
 
     def step_python(self, step: str, cfg: ExperimentConfig) -> str:
@@ -81,8 +83,8 @@ class NeMoRLEngine(Engine):
 
     def job_gpus(self, cfg: ExperimentConfig) -> int | None:
         """The recipe's GPUs (``engine.nemo_rl.cluster``), which the job's Ray cluster holds once every node joined."""
-        n = cfg.engine.nemo_rl
-        return n.cluster.num_nodes * n.cluster.gpus_per_node if n is not None else None
+        shape = cfg.engine.nemo_rl.cluster
+        return shape.num_nodes * shape.gpus_per_node
 
     def preflight(self, cfg: ExperimentConfig, run_dir: Path | None, download_models: bool) -> list[Check]:
         """Models offline, every job step's interpreter in the image, the simulator (``preflight.run_checks``)."""
@@ -91,6 +93,15 @@ class NeMoRLEngine(Engine):
         if download_models:
             preflight.download_models(cfg)
         return preflight.run_checks(cfg, run_dir)
+
+    def megatron_python(self) -> str | None:
+        """The Megatron worker venv of the release image, or ``NEMO_ACT_PYTHON_MCORE`` (``interpreters.python_for``)."""
+        import sys
+
+        from nemo_act.engines.nemo_rl import interpreters
+
+        python = interpreters.python_for("mcore")
+        return None if python == sys.executable else python
 
     def check_layout(self, cfg: ExperimentConfig) -> list[tuple[str, str]]:
         """The recipe's TP/PP/EP/DP layout and memory per GPU (``layout.plan``), printed; its refusals."""

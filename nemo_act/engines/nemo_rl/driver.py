@@ -38,7 +38,8 @@ from nemo_act.engines.nemo_rl import recipe
 from nemo_act.engines.nemo_rl.launch import checkpoint_step, latest_checkpoint, stage_metrics
 from nemo_act.engines.nemo_rl.processors import tag_rows
 from nemo_act.engines.nemo_rl.reward_env import resume_reward_log
-from nemo_act.stage_kinds import STAGE_KINDS, stage_experiment, stage_kind
+from nemo_act.stage_data import stage_experiment
+from nemo_act.stage_kinds import STAGE_KINDS, stage_kind
 
 
 def nemo_rl_root() -> Path:

@@ -29,7 +29,6 @@ from nemo_act.data.io import follow_umask, write_text_atomic
 from nemo_act.engines.nemo_rl import interpreters
 from nemo_act.engines.nemo_rl.processors import tag_rows
 from nemo_act.engines.nemo_rl.recipe import ROWS
-from nemo_act.stage_kinds import capped_rows
 
 EXPORT_TOOL = interpreters.CONVERT / "megatron_to_hf.py"
 _STEP = re.compile(r"^step_(\d+)$")
@@ -162,7 +161,6 @@ def run_driver(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experiment
     if latest_checkpoint(out / "checkpoints") is None:
         shutil.rmtree(out / HF_IMPORT, ignore_errors=True)
     write_text_atomic(out / "experiment.yaml", to_yaml(cfg))
-    rows = capped_rows(kind, rows, cfg)  # train.<kind>.max_samples, as the local engine cuts them
     tagged = tag_rows(kind, rows, cfg.model.enable_thinking)  # what NeMo-RL's loader reads (datasets.py)
     write_text_atomic(out / ROWS, "".join(json.dumps(r) + "\n" for r in tagged))
     _run(driver_command(kind, init, out), out)

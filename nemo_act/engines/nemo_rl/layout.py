@@ -39,7 +39,8 @@ from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig, ModelArchi
 from nemo_act.engines import engine_for
 from nemo_act.evaluation.rollout import planned_lanes
 from nemo_act.generation import engines_summary, planned_engines
-from nemo_act.stage_kinds import stage_config, stage_kind
+from nemo_act.stage_data import stage_config
+from nemo_act.stage_kinds import stage_kind
 
 GPU_MEMORY_GB = {"gh200_96gb": 96.0, "gh200_144gb": 144.0, "h100_80gb": 80.0, "h200_141gb": 141.0}
 OVERHEAD_GB = 4.0

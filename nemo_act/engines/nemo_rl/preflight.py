@@ -25,6 +25,7 @@ from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.manifest import manifest_path
 from nemo_act.engines import Check
 from nemo_act.engines.nemo_rl import interpreters
+from nemo_act.generation.simple import NOT_MODELS
 from nemo_act.stage_kinds import needs_pairs
 
 AARCH64_HINT = (
@@ -37,7 +38,7 @@ AARCH64_HINT = (
 def model_refs(cfg: ExperimentConfig) -> list[str]:
     """Every model the pipeline loads (starting point, pair sampler), in order, without repeats."""
     refs = [cfg.pipeline.init or cfg.model.name_or_path, cfg.model.name_or_path, cfg.pipeline.pairs_policy]
-    return list(dict.fromkeys(r for r in refs if r and r not in inputs.NOT_MODELS))
+    return list(dict.fromkeys(r for r in refs if r and r not in NOT_MODELS))
 
 
 def check_model(ref: str) -> Check:

@@ -37,9 +37,11 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig, NeMoRLSettings
+from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig
 from nemo_act.engines.nemo_rl.processors import PROCESSOR, STOP_STRINGS, task_name
-from nemo_act.stage_kinds import reward_values, stage_config, stage_kind
+from nemo_act.engines.nemo_rl.settings import NeMoRLEngineConfig, NeMoRLSettings
+from nemo_act.stage_data import reward_values, stage_config
+from nemo_act.stage_kinds import stage_kind
 
 ROWS = "rows.jsonl"  # the stage's tagged rows in its folder (processors.tag_rows), what NeMo-RL's loader reads
 DATASET = "nemo_act.engines.nemo_rl.datasets.StageRowsDataset"  # data.train.dataset_name (a dotted path)
@@ -51,7 +53,7 @@ FP8_BLOCK = 128  # TE blockwise FP8 (cuBLAS block size), NeMo-RL's models/megatr
 
 def settings(cfg: ExperimentConfig) -> NeMoRLSettings:
     """``engine.nemo_rl``, or a clear error when the config is for the local engine."""
-    if cfg.engine.nemo_rl is None:
+    if not isinstance(cfg.engine, NeMoRLEngineConfig):
         raise ValueError("engine.nemo_rl is not set: compose the config with engine=nemo_rl or a cluster recipe")
     return cfg.engine.nemo_rl
 

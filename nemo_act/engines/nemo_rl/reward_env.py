@@ -158,7 +158,8 @@ class ScoredRewardEnv(_Logged):
         extensions: Sequence[str] = (),
     ) -> None:
         from nemo_act.config.schema import values_model
-        from nemo_act.stage_kinds import import_extensions, load, reward_kind
+        from nemo_act.plugins import load
+        from nemo_act.stage_kinds import import_extensions, reward_kind
 
         super().__init__(log_path, first_step, stage, zero_variance_steps)
         import_extensions(extensions, f"reward environment {reward}")
