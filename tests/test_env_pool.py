@@ -16,8 +16,8 @@ from nemo_act.evaluation.env_worker import with_deadline
 from nemo_act.evaluation.pool import EnvPool
 from nemo_act.evaluation.rollout import (
     EpisodeRecord,
+    Scheduler,
     Start,
-    _play,
     aggregate,
     count_replays,
     play_starts,
@@ -159,7 +159,7 @@ def test_evaluation_records_a_hung_episode_as_failed_and_finishes_the_rest(hang_
     queue = [Start(f"scienceworld/{t}/0", t, 0, ("reset", (t, 0))) for t in ("a", "hang", "b")]
     log = ResumableJsonl(tmp_path / "episodes.jsonl", EpisodeRecord, key="episode_id")
     with log, EnvPool(partial(SleepyEnv, hang_on), 2, 1, call_timeout=1.0) as pool, tqdm(disable=True) as bar:
-        _play(pool, RandomGenerator(), cfg, list(queue), 0, cfg.eval.sampling, None, log, bar, log.out)
+        Scheduler(pool, RandomGenerator(), cfg, list(queue), 0, cfg.eval.sampling, None, log, bar, log.out).run()
     records = {r.task_id: r for r in log.records}
     replays = [json.loads(x) for x in replays_path(log.out).read_text().splitlines()]
     assert set(records) == {"a", "hang", "b"}

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -257,10 +258,19 @@ def play_starts(
             if queue:
                 if env_pool is None:
                     env_pool = stack.enter_context(SharedEnvPool(cfg, factory, workers, envs_per_worker, len(queue)))
-                _play(env_pool.get(), generator, cfg, queue, seed, sampling, gold, log, bar, Path(out))
+                Scheduler(env_pool.get(), generator, cfg, queue, seed, sampling, gold, log, bar, Path(out)).run()
         keys = [s.key for s in starts]
         log.finish(order=keys)  # lanes finish episodes in an order that depends on timing: the file does not
     return log.ordered(keys)
+
+
+class Phase(Enum):
+    """Where a lane is: what :class:`Scheduler` does with it next."""
+
+    STARTING = "starting"  # its next episodes are being reset in its free env slots
+    ASKING = "asking"  # its live episodes' generate call is in flight
+    STEPPING = "stepping"  # the call came back: its actions run in the envs
+    DONE = "done"  # nothing live, nothing queued
 
 
 @dataclass
@@ -274,6 +284,7 @@ class _Lane:
     starting: dict[int, Start] = field(default_factory=dict)
     call: tuple[list[int], list[GenerationRequest]] | None = None  # the slots and requests of its call in flight
     future: Future | None = None
+    phase: Phase = Phase.STARTING
 
 
 def lanes_for(setting: int | Literal["auto"], engines: int, seeded_per_request: bool) -> int:
@@ -299,109 +310,144 @@ def planned_lanes(cfg: ExperimentConfig, engines: int) -> int:
     return lanes_for(cfg.env.lanes, engines, seeded_per_request(cfg.generation))
 
 
-def _play(
-    pool: EnvPool,
-    generator: Generator,
-    cfg: ExperimentConfig,
-    queue: list[Start],
-    seed: int,
-    sampling: SamplingConfig,
-    gold: dict[str, Trajectory] | None,
-    log: ResumableJsonl,
-    bar: tqdm,
-    out: Path,
-) -> None:
-    """Play the queued episodes to the end, appending each finished one to ``log``.
+class Scheduler:
+    """Plays queued episodes to the end on an env pool and a policy, appending each finished one to a log.
 
     The env slots and the episodes are dealt to ``env.lanes`` lanes (slot ``s`` and the ``i``-th queued episode
-    to lane ``s % n`` and ``i % n``). Each lane plays its episodes in lockstep: one generate call for all its
-    live episodes, then their env steps (and the starts of its next episodes). While one lane's envs step here,
-    the other lanes' calls run in threads, so env time overlaps generation; with one lane, env steps run
-    between calls. What a lane asks the policy never depends on the other lanes' timing, so a policy seeded
-    per request samples the same whatever the lane count, and any policy samples the same on every rerun.
+    to lane ``s % n`` and ``i % n``). Each lane plays its episodes in lockstep through the phases of :class:`Phase`:
+    STARTING (reset its next episodes in its free slots), ASKING (one generate call for all its live episodes),
+    STEPPING (their env steps, then STARTING again), DONE. While one lane's envs step here, the other lanes' calls
+    run in threads, so env time overlaps generation; with one lane, env steps run between calls. What a lane asks
+    the policy never depends on the other lanes' timing, so a policy seeded per request samples the same whatever
+    the lane count, and any policy samples the same on every rerun.
 
-    An episode whose env was lost with a dead or hung worker starts again from its first step (at
-    most ``env.max_restarts`` times, then it is recorded as failed); the new worker gets fresh envs; each replay
-    is noted in :func:`replays_path` of ``out``.
+    An episode whose env was lost with a dead or hung worker starts again from its first step (at most
+    ``env.max_restarts`` times, then it is recorded as failed); the new worker gets fresh envs; each replay is noted
+    in :func:`replays_path` of ``out``.
 
     A policy that does not seed each request on its own (the HF backend: one seed per batch) is asked one request
     per call unless ``env.batch_episodes``: an episode's samples then depend on its own requests only, never on
     which episodes are live beside it, so a replayed or resumed episode plays what an unbroken run plays.
     """
-    engines, split = getattr(generator, "engines", 1), getattr(generator, "split", None)  # an EnginePool's
-    n = max(1, min(lanes_for(cfg.env.lanes, engines, split == "even"), pool.size, len(queue)))
-    lanes = [_Lane(slots=[s for s in range(pool.size) if s % n == i], queue=queue[i::n]) for i in range(n)]
-    for lane in lanes:
-        lane.free = lane.slots[: len(lane.queue)]  # popped from the end (one lane: the slots as before lanes)
-    lane_of = {s: lane for lane in lanes for s in lane.slots}
-    replays: dict[str, int] = {}  # episode -> times it was started again (in this invocation)
-    policy = _serialized(generator)
-    if not (cfg.env.batch_episodes or seeds_each_request(generator)):
-        policy = _one_request_per_call(policy)
 
-    def requeue_lost() -> None:
-        for s, reason in sorted(pool.pop_lost_slots().items()):
-            lane = lane_of[s]
+    def __init__(
+        self,
+        pool: EnvPool,
+        generator: Generator,
+        cfg: ExperimentConfig,
+        queue: list[Start],
+        seed: int,
+        sampling: SamplingConfig,
+        gold: dict[str, Trajectory] | None,
+        log: ResumableJsonl,
+        bar: tqdm,
+        out: Path,
+    ) -> None:
+        self.pool, self.cfg, self.seed, self.sampling, self.gold = pool, cfg, seed, sampling, gold
+        self.log, self.bar, self.out = log, bar, out
+        engines, split = getattr(generator, "engines", 1), getattr(generator, "split", None)  # an EnginePool's
+        n = max(1, min(lanes_for(cfg.env.lanes, engines, split == "even"), pool.size, len(queue)))
+        self.lanes = [_Lane(slots=[s for s in range(pool.size) if s % n == i], queue=queue[i::n]) for i in range(n)]
+        for lane in self.lanes:
+            lane.free = lane.slots[: len(lane.queue)]  # popped from the end (one lane: the slots as before lanes)
+        self.lane_of = {s: lane for lane in self.lanes for s in lane.slots}
+        self.replays: dict[str, int] = {}  # episode -> times it was started again (in this invocation)
+        self.policy = _serialized(generator)
+        if not (cfg.env.batch_episodes or seeds_each_request(generator)):
+            self.policy = _one_request_per_call(self.policy)
+
+    def run(self) -> None:
+        """Play every queued episode to the end."""
+        n = len(self.lanes)
+        executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="nemo-act-lane") if n > 1 else None
+        try:
+            for lane in self.lanes:
+                self._advance(lane, executor)
+            while busy := [lane for lane in self.lanes if lane.phase is Phase.ASKING]:
+                wait([lane.future for lane in busy], return_when=FIRST_COMPLETED)
+                for lane in busy:  # in lane order: what a lane does next never depends on which call came back first
+                    if lane.future.done():
+                        self._step(lane, lane.future.result())
+                        self._advance(lane, executor)
+        finally:
+            if executor is not None:
+                executor.shutdown(wait=True, cancel_futures=True)
+
+    def _advance(self, lane: _Lane, executor: ThreadPoolExecutor | None) -> None:
+        """STARTING, then ASKING when an episode is live, else DONE."""
+        self._start(lane)
+        if lane.live:
+            self._ask(lane, executor)
+        else:
+            lane.phase = Phase.DONE
+
+    def _requeue_lost(self) -> None:
+        """Episodes whose worker died or hung start again from their first step (or fail past the restarts)."""
+        for s, reason in sorted(self.pool.pop_lost_slots().items()):
+            lane = self.lane_of[s]
             if s not in lane.live and s not in lane.starting:
                 continue  # an idle slot: nothing was lost
             ep = lane.live.pop(s).start if s in lane.live else lane.starting[s]
-            replays[ep.key] = replays.get(ep.key, 0) + 1
+            self.replays[ep.key] = self.replays.get(ep.key, 0) + 1
             lane.free.append(s)
-            k = replays[ep.key]
-            if k > cfg.env.max_restarts:
-                log.append([_failed(ep, seed, f"{reason} ({k} times)")])
-                bar.update(1)
-                bar.write(f"[nemo-act] episode {ep.key} failed: {reason} ({k} times)")
+            k = self.replays[ep.key]
+            if k > self.cfg.env.max_restarts:
+                self.log.append([_failed(ep, self.seed, f"{reason} ({k} times)")])
+                self.bar.update(1)
+                self.bar.write(f"[nemo-act] episode {ep.key} failed: {reason} ({k} times)")
             else:
-                append_json_line(replays_path(out), {"episode_id": ep.key, "reason": reason})
+                append_json_line(replays_path(self.out), {"episode_id": ep.key, "reason": reason})
                 lane.queue.insert(0, ep)
-                bar.write(f"[nemo-act] env worker replaced ({reason}); episode {ep.key} starts again")
+                self.bar.write(f"[nemo-act] env worker replaced ({reason}); episode {ep.key} starts again")
 
-    def finish(lane: _Lane, slot: int) -> None:
+    def _finish(self, lane: _Lane, slot: int) -> None:
         ep = lane.live.pop(slot)
-        log.append([_record(ep, seed)])
+        self.log.append([_record(ep, self.seed)])
         lane.free.append(slot)
-        bar.update(1)
-        bar.set_postfix(success=f"{sum(r.success for r in log.records)}/{len(log.records)}")
+        self.bar.update(1)
+        self.bar.set_postfix(success=f"{sum(r.success for r in self.log.records)}/{len(self.log.records)}")
 
-    def start(lane: _Lane) -> None:
-        """Begin the lane's next episodes in its free slots (until one is live or its queue is empty)."""
+    def _start(self, lane: _Lane) -> None:
+        """STARTING: begin the lane's next episodes in its free slots (until one is live or its queue is empty)."""
+        lane.phase = Phase.STARTING
         while lane.free and lane.queue:
             while lane.free and lane.queue:
                 slot, ep = lane.free.pop(), lane.queue.pop(0)
                 lane.starting[slot] = ep
-            for slot, view in pool.run({s: ep.call for s, ep in lane.starting.items()}).items():
+            for slot, view in self.pool.run({s: ep.call for s, ep in lane.starting.items()}).items():
                 ep = lane.starting[slot]
                 if isinstance(view, str):  # a branch that could not be restored: recorded, not retried
-                    log.append([_failed(ep, seed, view)])
+                    self.log.append([_failed(ep, self.seed, view)])
                     lane.free.append(slot)
-                    bar.update(1)
+                    self.bar.update(1)
                     continue
                 steps = [dict(s) for s in ep.first]
                 live = lane.live[slot] = _Live(start=ep, view=as_observation(view), past=list(ep.past), steps=steps)
                 if ep.first:  # the branched action's own step, completed from what the env showed
                     live.steps[-1].update(score=live.view.score, observation=live.view.observation)
                     live.max_score = live.view.score
-                    if _ended(live, cfg):
-                        finish(lane, slot)
-            requeue_lost()
+                    if _ended(live, self.cfg):
+                        self._finish(lane, slot)
+            self._requeue_lost()
             lane.starting = {}
             if lane.live:
                 return
 
-    def ask(lane: _Lane, executor: ThreadPoolExecutor | None) -> None:
-        """Send the lane's live episodes to the policy (in a thread when there are several lanes)."""
+    def _ask(self, lane: _Lane, executor: ThreadPoolExecutor | None) -> None:
+        """ASKING: send the lane's live episodes to the policy (in a thread when there are several lanes)."""
+        lane.phase = Phase.ASKING
         slots = sorted(lane.live)
-        requests = [_request(lane.live[s], cfg, gold) for s in slots]
+        requests = [_request(lane.live[s], self.cfg, self.gold) for s in slots]
         lane.call = (slots, requests)
         if executor is None:
             lane.future = Future()
-            lane.future.set_result(policy(requests, 1, sampling, seed))
+            lane.future.set_result(self.policy(requests, 1, self.sampling, self.seed))
         else:
-            lane.future = executor.submit(policy, requests, 1, sampling, seed)
+            lane.future = executor.submit(self.policy, requests, 1, self.sampling, self.seed)
 
-    def step(lane: _Lane, responses: list[list[str]]) -> None:
-        """Execute the lane's parsed actions in its envs (slots lost meanwhile are skipped: they start again)."""
+    def _step(self, lane: _Lane, responses: list[list[str]]) -> None:
+        """STEPPING: execute the lane's parsed actions in its envs (slots lost meanwhile start again)."""
+        lane.phase = Phase.STEPPING
         assert lane.call is not None
         calls = {}
         for s, req, (text,) in zip(*lane.call, responses, strict=True):
@@ -415,8 +461,8 @@ def _play(
             )  # fmt: skip
             calls[s] = ("step", (action,))
         lane.call = lane.future = None
-        results = pool.run(calls)
-        requeue_lost()
+        results = self.pool.run(calls)
+        self._requeue_lost()
         for s, view in results.items():
             if s not in lane.live:
                 continue
@@ -427,27 +473,8 @@ def _play(
             ep.steps[-1].update(reward=view.score - prev, score=view.score, observation=view.observation)
             ep.view = view
             ep.max_score = max(ep.max_score, view.score)
-            if _ended(ep, cfg):
-                finish(lane, s)
-
-    executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="nemo-act-lane") if n > 1 else None
-    try:
-        for lane in lanes:
-            start(lane)
-            if lane.live:
-                ask(lane, executor)
-        while busy := [lane for lane in lanes if lane.future is not None]:
-            wait([lane.future for lane in busy], return_when=FIRST_COMPLETED)
-            for lane in busy:  # in lane order: what a lane does next never depends on which call came back first
-                if not lane.future.done():
-                    continue
-                step(lane, lane.future.result())
-                start(lane)
-                if lane.live:
-                    ask(lane, executor)
-    finally:
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
+            if _ended(ep, self.cfg):
+                self._finish(lane, s)
 
 
 def _one_request_per_call(policy: Any):
