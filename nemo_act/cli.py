@@ -558,27 +558,31 @@ def cmd_convert(argv: Sequence[str]) -> int:
     return subprocess.call([python, str(script), *argv[1:]])
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``nemo-act``."""
-    parser = argparse.ArgumentParser(
-        prog="nemo-act", description="Agentic Critical Training (ACT) for LLM agents: data, pairs, training, eval."
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _config_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act config``."""
     p = sub.add_parser("config", help="print the resolved config")
     _add_common(p)
     p.set_defaults(func=cmd_config)
 
+
+def _ls_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act ls``."""
     p = sub.add_parser("ls", help="list the registered benchmarks, stage kinds, data kinds, rewards and engines")
     _add_common(p)
     p.set_defaults(func=cmd_ls)
 
+
+def _tiny_model_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act tiny-model``."""
     p = sub.add_parser("tiny-model", help="build a tiny random Qwen3 + BPE tokenizer (tests, demo)")
     p.add_argument("--out", default=None, help="output folder (default: model.name_or_path of model=tiny)")
     p.add_argument("--corpus", nargs="*", default=[], help="text/JSONL files to train the tokenizer on")
     _add_common(p)
     p.set_defaults(func=cmd_tiny_model)
 
+
+def _experts_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act experts``."""
     p = sub.add_parser("experts", help="collect expert trajectories from a benchmark")
     p.add_argument(
         "--split",
@@ -600,6 +604,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_experts)
 
+
+def _pairs_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act pairs``."""
     p = sub.add_parser("pairs", help="sample alternatives from the initial policy and build ACT pairs")
     p.add_argument("--experts", required=True, help="expert trajectories JSONL")
     p.add_argument("--policy", required=True, help="HF checkpoint (name or folder), or 'random'")
@@ -609,6 +616,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_pairs)
 
+
+def _reflection_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act reflection``."""
     p = sub.add_parser("reflection", help="build a reflection baseline's data (Early Experience, SAND, Agent-R)")
     p.add_argument(
         "method",
@@ -625,12 +635,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_reflection)
 
+
+def _show_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act show``."""
     p = sub.add_parser("show", help="print the ACT and action prompts of one pair")
     p.add_argument("--pairs", required=True)
     p.add_argument("--index", type=int, default=0)
     _add_common(p)
     p.set_defaults(func=cmd_show)
 
+
+def _train_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act train``."""
     p = sub.add_parser("train", help=f"train one stage ({', '.join(STAGE_KINDS)}, or a registered one)")
     p.add_argument("--stage", required=True, help="a stage kind (the config's extensions may register more)")
     p.add_argument("--init", default=None, help="starting HF checkpoint (default: model.name_or_path)")
@@ -639,6 +655,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_train)
 
+
+def _eval_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act eval``."""
     p = sub.add_parser("eval", help="evaluate a policy in the benchmark env (protocol metrics, N seeds)")
     p.add_argument("--policy", required=True, help="HF checkpoint, 'gold' or 'random'")
     p.add_argument(
@@ -657,6 +676,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_eval)
 
+
+def _eval_reasoning_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act eval-reasoning``."""
     p = sub.add_parser("eval-reasoning", help="general reasoning: MATH-500 or GPQA-Diamond (paper's sampling)")
     p.add_argument("set", choices=["math500", "gpqa"], help="the problem set")
     p.add_argument("--policy", required=True, help="HF checkpoint or hub name")
@@ -667,6 +689,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_eval_reasoning)
 
+
+def _analyze_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act analyze``."""
     p = sub.add_parser("analyze", help="analyses of checkpoints: the causal rationale intervention")
     p.add_argument("analysis", choices=["intervention"])
     p.add_argument("--run", default=None, help="a run folder: its initial policy and every finished stage")
@@ -677,6 +702,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_analyze)
 
+
+def _run_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act run``."""
     p = sub.add_parser("run", help="run a pipeline: data, stages, evaluation (skips finished stages)")
     p.add_argument("pipeline", help="pipeline config, e.g. conf/pipeline/act_il_rl.yaml")
     p.add_argument("--run-dir", default=None, help="run folder (default: run_dir of the config)")
@@ -687,6 +715,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
     p.set_defaults(func=cmd_run)
 
+
+def _cluster_check_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act cluster-check``."""
     p = sub.add_parser("cluster-check", help="preflight of a cluster run: models offline, interpreters, simulator")
     p.add_argument("pipeline", help="recipe or pipeline config (conf/recipes/...)")
     p.add_argument("--run-dir", default=None, help="the run folder (experts already collected there count)")
@@ -695,12 +726,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
     p.set_defaults(func=cmd_cluster_check)
 
+
+def _plan_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act plan``."""
     p = sub.add_parser("plan", help="check a cluster recipe's parallel layout and estimate memory per GPU")
     p.add_argument("pipeline", help="cluster recipe (conf/recipes/...)")
     _benchmark_option(p)
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
     p.set_defaults(func=cmd_plan)
 
+
+def _checklist_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act checklist``."""
     p = sub.add_parser("checklist", help="which steps of a run finished, and where each one's log is")
     p.add_argument("pipeline", help="the run's recipe or pipeline config")
     p.add_argument("--run-dir", default=None, help="run folder (default: run_dir of the config)")
@@ -709,25 +746,71 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
     p.set_defaults(func=cmd_checklist)
 
+
+def _webshop_setup_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act webshop-setup``."""
     p = sub.add_parser("webshop-setup", help="prepare a WebShop checkout: product files, search index (checked)")
     p.add_argument("--webshop-dir", required=True, help="your WebShop checkout (princeton-nlp/WebShop)")
     p.add_argument("--data", required=True, help="folder with the protocol's product files")
     p.add_argument("--protocol", choices=["small", "full"], default="small", help="small: 1,000 products")
     p.set_defaults(func=cmd_webshop_setup)
 
+
+def _report_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act report``."""
     p = sub.add_parser("report", help="results table and plots of finished runs")
     p.add_argument("runs", nargs="+", help="run folders")
     p.add_argument("--out", default="runs/report", help="folder for report.md and report.png")
     p.set_defaults(func=cmd_report)
 
+
+def _convert_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act convert``."""
     p = sub.add_parser("convert", help="HF <-> Megatron checkpoints and their logit check (tools/convert)")
     p.add_argument("tool", choices=CONVERT_TOOLS)
     p.add_argument("args", nargs=argparse.REMAINDER, help="the tool's own arguments (see its --help)")
 
+
+def _demo_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act demo``."""
     p = sub.add_parser("demo", help="the embedded default: the whole pipeline on a tiny model, on CPU")
     p.add_argument("--out", default=None, help="demo folder (default: run_dir of conf/demo.yaml)")
     _add_common(p)
     p.set_defaults(func=cmd_demo)
+
+
+COMMANDS = (
+    _config_command,
+    _ls_command,
+    _tiny_model_command,
+    _experts_command,
+    _pairs_command,
+    _reflection_command,
+    _show_command,
+    _train_command,
+    _eval_command,
+    _eval_reasoning_command,
+    _analyze_command,
+    _run_command,
+    _cluster_check_command,
+    _plan_command,
+    _checklist_command,
+    _webshop_setup_command,
+    _report_command,
+    _convert_command,
+    _demo_command,
+)
+"""Each adds its subcommand's parser (arguments, help, the ``cmd_*`` it runs)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``nemo-act``: one function per subcommand (:data:`COMMANDS`), in help order."""
+    parser = argparse.ArgumentParser(
+        prog="nemo-act", description="Agentic Critical Training (ACT) for LLM agents: data, pairs, training, eval."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in COMMANDS:
+        add(sub)
     return parser
 
 
