@@ -52,6 +52,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nemo_act.benchmarks.base import adapter_of
+from nemo_act.common.seeding import key_rng
 from nemo_act.config import load_config
 from nemo_act.config.schema import SamplingConfig
 from nemo_act.evaluation.rollout import SharedEnvPool, Start, evaluate_policy, play_starts
@@ -59,8 +60,7 @@ from nemo_act.generation import BackendFactory, engine_placement
 from nemo_act.generation.base import GenerationRequest
 from nemo_act.generation.ray_pool import EnginePool
 from nemo_act.generation.simple import wrap_action
-from nemo_act.pairs import collect_pairs
-from nemo_act.seeding import key_rng
+from nemo_act.steps.pairs import collect_pairs
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO / "nemo_act" / "benchmarks" / "examples" / "travel_desk.jsonl"

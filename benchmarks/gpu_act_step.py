@@ -35,9 +35,9 @@ TASKS = ["find-animal", "lifespan-longest-lived"]
 
 
 def _pairs(cfg, tmp: Path) -> Path:
-    from nemo_act.experts import collect_experts
     from nemo_act.generation import RandomGenerator
-    from nemo_act.pairs import collect_pairs
+    from nemo_act.steps.experts import collect_experts
+    from nemo_act.steps.pairs import collect_pairs
 
     experts = tmp / "experts.jsonl"
     collect_experts(cfg, "train", experts, tasks=TASKS, max_variations=10, workers=2)

@@ -20,9 +20,9 @@ from nemo_act.config import load_config
 from nemo_act.data import Pair, read_jsonl
 from nemo_act.engines.local.stages import train_stage
 from nemo_act.evaluation.rollout import evaluate_policy
-from nemo_act.experts import collect_experts
 from nemo_act.generation import RandomGenerator
-from nemo_act.pairs import collect_pairs
+from nemo_act.steps.experts import collect_experts
+from nemo_act.steps.pairs import collect_pairs
 from nemo_act.tiny_model import build_tiny_model
 
 TASKS = ["find-animal", "lifespan-longest-lived"]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from nemo_act.config import load_config
 from nemo_act.data import Trajectory, read_jsonl
-from nemo_act.experts import collect_experts
 from nemo_act.generation import RandomGenerator
 from nemo_act.generation.hf import HFGenerator
-from nemo_act.pairs import collect_pairs
+from nemo_act.steps.experts import collect_experts
+from nemo_act.steps.pairs import collect_pairs
 from nemo_act.tiny_model import build_tiny_model
 
 

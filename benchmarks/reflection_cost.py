@@ -29,12 +29,12 @@ from nemo_act.config.load import load_config
 from nemo_act.data.io import read_jsonl
 from nemo_act.data.records import Trajectory
 from nemo_act.evaluation.rollout import EpisodeRecord
-from nemo_act.experts import collect_experts
 from nemo_act.generation import make_generator
-from nemo_act.pairs import collect_pairs
 from nemo_act.reflection.agent_r import build_agent_r
 from nemo_act.reflection.early_experience import build_early_experience, read_reflections
 from nemo_act.reflection.sand import build_sand, read_deliberations
+from nemo_act.steps.experts import collect_experts
+from nemo_act.steps.pairs import collect_pairs
 
 
 class CountingPolicy:

@@ -12,13 +12,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from nemo_act.common.quiet import quiet_libraries
+from nemo_act.common.runlock import LockedError
+from nemo_act.common.write_errors import write_failure
 from nemo_act.config import ConfigError, ExperimentConfig, group_options, load_config, to_yaml
 from nemo_act.data.io import RecordError
 from nemo_act.inputs import require
-from nemo_act.quiet import quiet_libraries
-from nemo_act.runlock import LockedError
 from nemo_act.stage_kinds import STAGE_KINDS
-from nemo_act.write_errors import write_failure
 
 
 class UsageError(Exception):
@@ -66,13 +66,13 @@ def _benchmark_option(p: argparse.ArgumentParser) -> None:
 
 
 def _lock(target: str | Path, cfg: ExperimentConfig, is_file: bool = False):
-    """The one-writer lock of an output folder (or file) (:mod:`nemo_act.runlock`), to hold in a ``with``.
+    """The one-writer lock of an output folder (or file) (:mod:`nemo_act.common.runlock`), to hold in a ``with``.
 
     Under ``NEMO_ACT_DRY_RUN=1`` (nothing is written) no lock is taken.
     """
     import contextlib
 
-    from nemo_act.runlock import RunLock
+    from nemo_act.common.runlock import RunLock
 
     if os.environ.get("NEMO_ACT_DRY_RUN") == "1":
         return contextlib.nullcontext()
@@ -157,7 +157,7 @@ def cmd_tiny_model(args: argparse.Namespace) -> int:
 def cmd_experts(args: argparse.Namespace) -> int:
     """Collect expert trajectories."""
     from nemo_act.benchmarks.base import adapter_of
-    from nemo_act.experts import collect_experts
+    from nemo_act.steps.experts import collect_experts
 
     extra = [f"benchmark.data_dir={args.data_dir}"] if args.data_dir else []
     cfg = _cfg(args, extra)
@@ -166,7 +166,7 @@ def cmd_experts(args: argparse.Namespace) -> int:
     tasks = [t for t in args.tasks.split(",") if t] if args.tasks else None
     with _lock(args.out, cfg, is_file=True):
         if args.from_rollouts:
-            from nemo_act.experts import import_rollouts
+            from nemo_act.steps.experts import import_rollouts
 
             summary = import_rollouts(cfg, args.from_rollouts, args.out)
         else:
@@ -194,7 +194,7 @@ def cmd_experts(args: argparse.Namespace) -> int:
 def cmd_pairs(args: argparse.Namespace) -> int:
     """Build ACT pairs."""
     from nemo_act.generation import held, make_pairs_generator
-    from nemo_act.pairs import collect_pairs
+    from nemo_act.steps.pairs import collect_pairs
 
     cfg = _cfg(args)
     require({"--policy": args.policy}, {"--experts": args.experts})
@@ -220,8 +220,8 @@ def cmd_pairs(args: argparse.Namespace) -> int:
 
 def cmd_reflection(args: argparse.Namespace) -> int:
     """Build a reflection baseline's data (a built data kind of the registry) and print what it kept and dropped."""
+    from nemo_act.common.plugins import load
     from nemo_act.generation import open_generators
-    from nemo_act.plugins import load
     from nemo_act.stage_kinds import built_kinds
 
     cfg = _cfg(args)  # first: the config's extensions may register the method
@@ -405,15 +405,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run a whole pipeline from one config."""
     cfg = load_config(args.pipeline, _overrides(args))
     if os.environ.get("NEMO_ACT_DRY_RUN") == "1":  # the whole plan, nothing run
-        from nemo_act.pipeline import PipelineRunner
-        from nemo_act.run_plan import print_plan
+        from nemo_act.run.pipeline import PipelineRunner
+        from nemo_act.run.plan import print_plan
 
         print_plan(PipelineRunner(cfg, args.run_dir))
         return 0
     # the lock before the heavy imports: a second writer stops at once; the runner checks the inputs first thing,
     # and a run stopped there leaves no folder (the lock takes back what it made when nothing was written)
     with _lock(args.run_dir or cfg.run_dir, cfg):
-        from nemo_act.pipeline import PipelineRunner
+        from nemo_act.run.pipeline import PipelineRunner
 
         log = PipelineRunner(cfg, args.run_dir).run(only=args.only)
     if args.only == "experts":
@@ -479,8 +479,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_checklist(args: argparse.Namespace) -> int:
     """Which steps of a run finished, and where each one's log is (printed by slurm/act_preflight.sub)."""
-    from nemo_act.pipeline import PipelineRunner
-    from nemo_act.run_plan import checklist
+    from nemo_act.run.pipeline import PipelineRunner
+    from nemo_act.run.plan import checklist
 
     rows = checklist(PipelineRunner(load_config(args.pipeline, _overrides(args)), args.run_dir), args.log_dir)
     width = max(len(r["step"]) for r in rows)
@@ -496,8 +496,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Print the results table of run folders and write the plots."""
     from rich.console import Console
 
-    from nemo_act import paper_table
-    from nemo_act.report import load_run, plot_runs, results_table, write_markdown
+    from nemo_act.report import load_run, paper_table, plot_runs, results_table, write_markdown
 
     runs = [load_run(d) for d in args.runs]
     table, rows = results_table(runs)
@@ -518,7 +517,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the embedded-default pipeline on the tiny model."""
     from nemo_act.config.load import find_conf
-    from nemo_act.demo import run_demo
+    from nemo_act.run.demo import run_demo
 
     cfg = load_config(args.config or find_conf("demo.yaml"), _overrides(args))
     with _lock(args.out or cfg.run_dir, cfg):
@@ -541,7 +540,7 @@ def cmd_convert(argv: Sequence[str]) -> int:
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in CONVERT_TOOLS:
         print(f"usage: nemo-act convert {{{','.join(CONVERT_TOOLS)}}} [ARGS...] (ARGS: the tool's own --help)")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
-    from nemo_act.paths import checkout_root, convert_root
+    from nemo_act.common.paths import checkout_root, convert_root
 
     script = convert_root() / f"{argv[0].replace('-', '_')}.py"
     if not script.exists():

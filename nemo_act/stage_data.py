@@ -23,18 +23,18 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from nemo_act.common.plugins import load
+from nemo_act.common.seeding import key_digest, key_rng
 from nemo_act.config.schema import DPOStageConfig, ExperimentConfig, GRPOStageConfig, SFTStageConfig
 from nemo_act.data.io import read_all
 from nemo_act.data.manifest import read_manifest
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.generation.simple import wrap_action
-from nemo_act.plugins import load
 from nemo_act.prompts.length import SOURCE_KEY, RowLengths, fit_rows, origins, report
 from nemo_act.prompts.render import as_messages, generation_prompt, selection_prompt, world_model_prompt
 from nemo_act.prompts.state import build_state, expert_action, iter_states, state_id, trajectory_state
 from nemo_act.reflection.agent_r import RevisionRecord, revision_history
 from nemo_act.reflection.early_experience import ReflectionRecord, reflection_body
-from nemo_act.seeding import key_digest, key_rng
 from nemo_act.stage_kinds import built_data, reward_kind, stage_kind
 
 Row = dict[str, Any]

@@ -1,6 +1,6 @@
 """The one table of stage kinds: what each trains with, on which data, with which prompt and reward.
 
-A registry on a low floor (docs/architecture.md): it imports only :mod:`nemo_act.plugins`, so the config schema
+A registry on a low floor (docs/architecture.md): it imports only :mod:`nemo_act.common.plugins`, so the config schema
 checks ``pipeline.stages`` and the ``train`` blocks against it; what needs a config or a prompt (a stage's
 hyperparameters, its rows) is in :mod:`nemo_act.stage_data`.
 
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nemo_act.plugins import import_module
+from nemo_act.common.plugins import import_module
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from nemo_act.data.manifest import read_manifest
 from nemo_act.data.records import Trajectory
 from nemo_act.generation.simple import wrap_action
 from nemo_act.reflection.agent_r import build_agent_r, first_deviation, read_revisions, revise
-from nemo_act.run_plan import plan
+from nemo_act.run.plan import plan
 
 ROOMS = ["kitchen", "hallway", "workshop", "greenhouse"]
 
@@ -114,7 +114,7 @@ def test_agent_r_rl_pipeline_runs_end_to_end_on_the_local_engine(tiny_model_dir,
 
     import nemo_act.generation
     from nemo_act.generation.simple import RandomGenerator
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     monkeypatch.setattr(nemo_act.generation, "make_generator", lambda policy, cfg, *args, **kwargs: RandomGenerator())
     cfg = load_config(

@@ -81,7 +81,7 @@ def test_gold_policy_plays_the_handcoded_expert_live(alf_cfg, tmp_path):
 
 @pytest.mark.heavy
 def test_train_experts_are_won_and_every_action_was_admissible(alf_cfg, tmp_path):
-    from nemo_act.experts import collect_experts
+    from nemo_act.steps.experts import collect_experts
 
     out = tmp_path / "alfworld_train.jsonl"
     tasks = ["pick_and_place_simple-Book-", "pick_and_place_simple-Candle-"]
@@ -184,11 +184,11 @@ def test_reflection_baselines_build_on_real_alfworld_states(alf_cfg, tmp_path):
     start deviates, acting first on the expert's recorded state."""
     from scripted_policy import ScriptedPolicy
 
-    from nemo_act.experts import collect_experts
     from nemo_act.generation.simple import RandomGenerator
     from nemo_act.reflection.agent_r import build_agent_r, read_revisions
     from nemo_act.reflection.early_experience import build_early_experience, read_reflections
     from nemo_act.reflection.sand import build_sand, read_deliberations
+    from nemo_act.steps.experts import collect_experts
 
     everything = tmp_path / "all.jsonl"
     collect_experts(alf_cfg, "train", everything, tasks=["pick_and_place_simple-Book-"], workers=2, progress=False)

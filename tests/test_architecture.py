@@ -3,7 +3,7 @@
 * The floors: every import (at the top, inside a function, under ``TYPE_CHECKING``: each is a dependency) goes to
   a room on the same floor or one below, in the order docs/architecture.md's "The floors" table gives; a room is a
   subpackage of ``nemo_act`` (each engine's package its own) or a top-level module. Code reaches up only through a
-  name the config gives (``nemo_act.plugins``), never an import.
+  name the config gives (``nemo_act.common.plugins``), never an import.
 * No circle of imports between modules.
 * The engine boundary: outside the engines' own packages (``engines/__init__.py`` included) no module imports an
   engine's package, names one in a string (an ``importlib`` path) or branches on an engine's name (a comparison,
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from nemo_act.common.plugins import engine_module, import_module
 from nemo_act.config.schema import EngineConfigBase
 from nemo_act.engines import Engine, engine_named, shipped_engines
-from nemo_act.plugins import engine_module, import_module
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "nemo_act"

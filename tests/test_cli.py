@@ -145,14 +145,14 @@ def test_convert_dispatches_to_the_tools_with_their_own_arguments():
 def test_convert_takes_the_megatron_venv_only_once_make_has_finished_it(tmp_path, monkeypatch):
     """A `.venv-megatron` still being built (CI builds it while `make test` runs) has no torch yet: the
     converters run with the fallback interpreter until the venv's `make` stamp exists, then with the venv."""
-    import nemo_act.paths
+    import nemo_act.common.paths
     from nemo_act.cli import cmd_convert
 
     (tmp_path / ".venv-megatron" / "bin").mkdir(parents=True)
     (tmp_path / ".venv-megatron" / "bin" / "python").touch()
-    tools = nemo_act.paths.convert_root()
-    monkeypatch.setattr(nemo_act.paths, "convert_root", lambda: tools)
-    monkeypatch.setattr(nemo_act.paths, "checkout_root", lambda: tmp_path)
+    tools = nemo_act.common.paths.convert_root()
+    monkeypatch.setattr(nemo_act.common.paths, "convert_root", lambda: tools)
+    monkeypatch.setattr(nemo_act.common.paths, "checkout_root", lambda: tmp_path)
     monkeypatch.delenv("NEMO_ACT_CONVERT_PYTHON", raising=False)
     calls = []
     monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd[0]) or 0)
@@ -192,7 +192,7 @@ def test_ctrl_c_stops_a_run_with_one_line_exit_130_and_history_interrupted(scien
     events = [json.loads(line) for line in (run / "invocations.jsonl").read_text().splitlines()]
     assert events[-1]["event"] == "interrupted"
     from nemo_act.config import load_config
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     assert PipelineRunner(load_config(run / "config.yaml"), run).history()[-1]["outcome"] == "interrupted"
 

@@ -154,7 +154,7 @@ def stage_rows(nemo_rl_dir, sw_experts, tmp_path_factory, cfg):
     """Each stage kind's rows file from real ScienceWorld experts (Python 3.13) and random-policy pairs."""
     from nemo_act import stage_data
     from nemo_act.generation import RandomGenerator
-    from nemo_act.pairs import collect_pairs
+    from nemo_act.steps.pairs import collect_pairs
 
     folder = tmp_path_factory.mktemp("rows")
     pairs = folder / "pairs.jsonl"

@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from nemo_act.demo import SUMMARY_NOTE, summary_markdown
+from nemo_act.run.demo import SUMMARY_NOTE, summary_markdown
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from check_readme_demo import BEGIN, END, check  # noqa: E402

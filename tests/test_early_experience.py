@@ -30,7 +30,7 @@ from nemo_act.reflection.early_experience import (
     judge,
     read_reflections,
 )
-from nemo_act.run_plan import plan
+from nemo_act.run.plan import plan
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -190,7 +190,7 @@ def test_ee_rl_pipeline_runs_end_to_end_on_the_local_engine(tiny_model_dir, sw_e
     reflections) -> SFT on reflections + expert rows -> RL, on the tiny model; the runner builds the data
     step its stages need and the plan lists it."""
     import nemo_act.generation
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     monkeypatch.setattr(nemo_act.generation, "make_generator", lambda policy, cfg, *args, **kwargs: ScriptedPolicy())
     cfg = load_config(

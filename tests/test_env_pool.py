@@ -56,7 +56,7 @@ class SleepyEnv:
         return self._view()
 
     def branch(self, task, action):
-        """A stand-in for :class:`nemo_act.branching.BranchingEnv`'s: a state restored, one action taken."""
+        """A stand-in for :class:`nemo_act.steps.branching.BranchingEnv`'s: a state restored, one action taken."""
         if task == "lost":
             return "diverged: the record says otherwise"
         self.reset(task, 0)
@@ -67,7 +67,7 @@ class SleepyEnv:
 
 
 class Player:
-    """An expert player as in nemo_act.experts: many env calls per pool call, each under the deadline."""
+    """An expert player as in nemo_act.steps.experts: many env calls per pool call, each under the deadline."""
 
     def __init__(self, seconds: float) -> None:
         self.env = with_deadline(SleepyEnv(), seconds)

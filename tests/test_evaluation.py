@@ -93,7 +93,7 @@ def test_finished_seed_is_not_replayed(gold_eval, cfg, sw_fast_tasks):
 
 @pytest.mark.heavy
 def test_selection_accuracy_of_simple_policies(sw_experts, cfg, tmp_path):
-    from nemo_act.pairs import collect_pairs
+    from nemo_act.steps.pairs import collect_pairs
 
     out = tmp_path / "pairs.jsonl"
     collect_pairs(sw_experts, RandomGenerator(), cfg, out, k=2, progress=False)
@@ -132,7 +132,7 @@ def test_selection_accuracy_of_simple_policies(sw_experts, cfg, tmp_path):
 @pytest.mark.heavy
 def test_forced_choice_with_a_real_model(sw_experts, tiny_model_dir, cfg, tmp_path):
     from nemo_act.generation.hf import HFGenerator
-    from nemo_act.pairs import collect_pairs
+    from nemo_act.steps.pairs import collect_pairs
 
     out = tmp_path / "pairs.jsonl"
     collect_pairs(sw_experts, RandomGenerator(), cfg, out, progress=False)

@@ -22,8 +22,8 @@ from nemo_act import stage_data
 from nemo_act.config import load_config
 from nemo_act.data import Pair, Trajectory, read_jsonl
 from nemo_act.generation import RandomGenerator
-from nemo_act.pairs import collect_pairs
 from nemo_act.stage_data import stage_experiment
+from nemo_act.steps.pairs import collect_pairs
 
 pytestmark = [pytest.mark.heavy, pytest.mark.slow]
 

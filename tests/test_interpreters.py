@@ -96,7 +96,7 @@ def test_cluster_steps_run_in_their_venvs_and_a_missing_package_is_named(
     and the export are started with the default and the Megatron venv's; each stops with the package
     named when its venv lacks it."""
     from nemo_act.engines.nemo_rl.launch import driver_command, export_command
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     pythons, log = container
     cfg = load_config(overrides=["engine=nemo_rl", "generation=vllm", "pipeline.pairs_policy=random"])
@@ -106,7 +106,7 @@ def test_cluster_steps_run_in_their_venvs_and_a_missing_package_is_named(
     pairs = list(read_jsonl(out, Pair))
     assert pairs and all(p.expert_action in p.candidates for p in pairs)
     ran = [line.split(" ", 1) for line in log.read_text().splitlines()]
-    assert [kind for kind, args in ran if "nemo_act.pipeline" in args] == ["vllm"]
+    assert [kind for kind, args in ran if "nemo_act.run.pipeline" in args] == ["vllm"]
     assert [kind for kind, args in ran if "importlib.util" in args] == ["vllm"]  # the check ran there first
 
     assert driver_command("act", "/ckpt", tmp_path / "s")[0] == str(pythons["base"])
@@ -189,7 +189,7 @@ def test_env_bound_steps_run_alone_and_the_preflight_counts_collected_experts(cf
     """``nemo-act run --only experts`` (slurm/env_steps.sub on x86 nodes) collects what the training job's
     preflight then accepts in place of the simulator; ``--only evaluate`` needs finished stages."""
     from nemo_act.engines.nemo_rl.preflight import check_benchmark
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     pytest.importorskip("scienceworld")
     if shutil.which("java") is None:

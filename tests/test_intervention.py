@@ -16,8 +16,8 @@ from nemo_act.config.load import load_config
 from nemo_act.data.io import read_jsonl
 from nemo_act.data.records import Pair
 from nemo_act.generation.base import GenerationRequest
-from nemo_act.pairs import collect_pairs
 from nemo_act.rewards import same_action
+from nemo_act.steps.pairs import collect_pairs
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ from nemo_act import stage_data
 from nemo_act.config.load import load_config
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.evaluation.selection import chance, forced_choice
-from nemo_act.pairs import _order_rng, build_outcome, expert_position, summarize
 from nemo_act.prompts.render import selection_prompt, template
 from nemo_act.rewards import selection_reward
+from nemo_act.steps.pairs import _order_rng, build_outcome, expert_position, summarize
 
 ACTIONS = ["go north", "go south", "go east", "go west", "open door", "look around", "take key"]
 

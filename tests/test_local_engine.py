@@ -19,8 +19,8 @@ from nemo_act.engines.local.reward_funcs import action_reward_funcs, selection_r
 from nemo_act.engines.local.signal_check import ZeroRewardVarianceWarning, ZeroVarianceWatch
 from nemo_act.engines.local.stages import train_stage
 from nemo_act.generation import RandomGenerator
-from nemo_act.pairs import collect_pairs
 from nemo_act.stage_data import stage_experiment
+from nemo_act.steps.pairs import collect_pairs
 
 QUICK = [
     "train.{k}.max_steps=2",
@@ -188,7 +188,7 @@ def _pipeline_cfg(tiny_model_dir, sw_experts, tmp_path, stages, *extra):
 @pytest.mark.heavy
 @pytest.mark.slow
 def test_runner_skips_finished_stages_and_retrains_changed_ones(tiny_model_dir, sw_experts, tmp_path):
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     cfg = _pipeline_cfg(tiny_model_dir, sw_experts, tmp_path, ["il", "il"])
     first = PipelineRunner(cfg).run()
@@ -215,7 +215,7 @@ def test_a_finished_stage_with_cut_weights_is_trained_again_and_a_stale_selectio
     """``stage.json`` keeps each weight file's size and digest: a stage whose ``model.safetensors`` was cut short
     is trained again, saying why, not skipped into a SafetensorError in the next stage; a held-out selection is
     reused only for the checkpoint and pairs it was made with."""
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     cfg = _pipeline_cfg(tiny_model_dir, sw_experts, tmp_path, ["il"])
     PipelineRunner(cfg).run()
@@ -320,7 +320,7 @@ def test_selection_format_rows_carry_no_label(random_pairs, cfg):
 def test_cluster_mode_runs_gpu_steps_in_child_processes_with_the_same_results(tiny_model_dir, sw_experts, tmp_path):
     """On the cluster engine the runner runs pairs, selection and eval in their own processes (vLLM must
     give its GPU memory back before the next NeMo-RL stage); the files are those of the in-process path."""
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     cfg = _pipeline_cfg(
         tiny_model_dir, sw_experts, tmp_path, ["il"], "pipeline.pairs_policy=random",

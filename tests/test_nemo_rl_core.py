@@ -19,8 +19,8 @@ from nemo_act.engines.nemo_rl.processors import (
 )
 from nemo_act.engines.nemo_rl.reward_env import REWARD_PARTS, ActionRewardEnv, SelectionRewardEnv
 from nemo_act.generation import RandomGenerator
-from nemo_act.pairs import collect_pairs
 from nemo_act.prompts.render import apply_chat_template
+from nemo_act.steps.pairs import collect_pairs
 
 pytestmark = pytest.mark.heavy  # the whole module: see tests/conftest.py for what heavy means
 

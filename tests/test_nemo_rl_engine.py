@@ -23,8 +23,8 @@ from nemo_act import stage_data  # noqa: E402
 from nemo_act.data import Pair, read_jsonl  # noqa: E402
 from nemo_act.engines.nemo_rl.processors import grpo_datum  # noqa: E402
 from nemo_act.generation import RandomGenerator  # noqa: E402
-from nemo_act.pairs import collect_pairs  # noqa: E402
 from nemo_act.stage_kinds import STAGE_KINDS, stage_kind  # noqa: E402
+from nemo_act.steps.pairs import collect_pairs  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import pytest
 
 from nemo_act.data import Pair, Trajectory, read_jsonl, read_manifest
 from nemo_act.generation import RandomGenerator
-from nemo_act.pairs import DegenerateDataError, StateOutcome, build_outcome, collect_pairs
 from nemo_act.rewards import normalize_action, same_action
+from nemo_act.steps.pairs import DegenerateDataError, StateOutcome, build_outcome, collect_pairs
 
 
 def _check_pairs(pairs_path, experts_path):

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from nemo_act import paper_table
-from nemo_act.paper_table import NOT_RUN
+from nemo_act.report import paper_table
+from nemo_act.report.paper_table import NOT_RUN
 
 
 def _env(benchmark: str, split: str, score: float, completion: float, std: float = 1.0) -> dict:

@@ -103,7 +103,7 @@ def pairs(tmp_path_factory) -> list:
     """One random-policy pair per expert state of the three trajectories (seeded)."""
     from nemo_act.data import Pair, read_jsonl, write_jsonl
     from nemo_act.generation import RandomGenerator
-    from nemo_act.pairs import collect_pairs
+    from nemo_act.steps.pairs import collect_pairs
 
     folder = tmp_path_factory.mktemp("pairs")
     write_jsonl(folder / "experts.jsonl", _trajectories())

@@ -12,7 +12,7 @@ from nemo_act.config import conf_root, load_config
 from nemo_act.data.io import read_jsonl
 from nemo_act.evaluation.rollout import EpisodeRecord
 from nemo_act.prompts.render import template
-from nemo_act.run_plan import plan
+from nemo_act.run.plan import plan
 from nemo_act.stage_data import expand
 from nemo_act.stage_kinds import data_steps
 
@@ -42,7 +42,7 @@ def test_a_prompting_baseline_evaluates_the_initial_policy_and_trains_nothing(sc
     """`nemo-act run conf/pipeline/prompt_<kind>.yaml`: no expert collection, no stage; the initial policy
     (here the random one) is evaluated as `init` in the real env, with the reasoning instruction in every
     prompt for `cot` and in none for `nocot`; the plan lists only that evaluation."""
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     cfg = load_config(
         conf_root() / "pipeline" / f"prompt_{kind}.yaml",
@@ -73,7 +73,7 @@ def test_a_prompting_baseline_evaluates_the_initial_policy_and_trains_nothing(sc
 def test_the_demo_runs_a_pipeline_with_the_files_own_settings_on_the_demos():
     """`demo.pipelines=[..., prompt_nocot]` evaluates without the reasoning instruction: the pipeline file's
     settings apply on top of conf/demo.yaml (which a bare stage list would lose); others keep the demo's."""
-    from nemo_act.demo import _pipeline_cfg
+    from nemo_act.run.demo import _pipeline_cfg
 
     demo = load_config(conf_root() / "demo.yaml")
     nocot = _pipeline_cfg(demo, "prompt_nocot", "runs/warm")

@@ -23,7 +23,7 @@ from nemo_act.data.io import read_jsonl
 from nemo_act.data.records import Trajectory
 from nemo_act.generation import make_generator
 from nemo_act.generation.hf import HFGenerator
-from nemo_act.pairs import collect_pairs, iter_states, sampling_request
+from nemo_act.steps.pairs import collect_pairs, iter_states, sampling_request
 
 ray = pytest.importorskip("ray", reason="Ray is the cluster extra (pip install -e '.[cluster]')")
 import test_env_pool  # noqa: E402  (the process pool's stand-in envs; tests/ is on sys.path under pytest)
@@ -308,7 +308,7 @@ def test_sand_round_two_runs_policy_and_critic_on_a_share_of_the_engines_each(
     import shutil
 
     import nemo_act.generation.ray_pool as ray_pool
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     made = []
     init = ray_pool.EnginePool.__init__

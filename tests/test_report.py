@@ -6,8 +6,8 @@ import pytest
 from rich.console import Console
 
 from nemo_act.config import load_config
-from nemo_act.pipeline import PipelineRunner
 from nemo_act.report import load_run, plot_runs, results_table, write_markdown
+from nemo_act.run.pipeline import PipelineRunner
 
 
 @pytest.fixture(scope="module")

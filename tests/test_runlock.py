@@ -1,4 +1,4 @@
-"""One writer per run/data folder (nemo_act/runlock.py): refusal naming the holder, take-over of dead holders
+"""One writer per run/data folder (nemo_act/common/runlock.py): refusal naming the holder, take-over of dead holders
 (kill -9 on this host, a silent holder on another node, a requeued Slurm job), and two real ``nemo-act run``
 processes on one folder."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_act.runlock import LOCK_NAME, Holder, LockedError, RunLock, lock_path
+from nemo_act.common.runlock import LOCK_NAME, Holder, LockedError, RunLock, lock_path
 
 FAST = {"heartbeat_s": 0.1, "stale_after_s": 0.6}
 
@@ -77,7 +77,7 @@ def test_the_holder_keeps_a_heartbeat(tmp_path):
 
 def test_a_holder_killed_with_sigkill_is_taken_over_on_this_host(tmp_path):
     code = (
-        "import sys, time\nfrom nemo_act.runlock import RunLock\n"
+        "import sys, time\nfrom nemo_act.common.runlock import RunLock\n"
         "RunLock(sys.argv[1], False, 'victim', 30, 120).acquire()\nprint('held', flush=True)\ntime.sleep(600)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
@@ -190,7 +190,10 @@ def test_two_runs_on_one_folder(tiny_model_dir, sw_experts, tmp_path):
     imported = {
         line.rsplit("|", 1)[-1].strip() for line in second.stderr.splitlines() if line.startswith("import time:")
     }
-    assert "nemo_act.runlock" in imported and not {"torch", "transformers", "trl", "nemo_act.pipeline"} & imported
+    assert (
+        "nemo_act.common.runlock" in imported
+        and not {"torch", "transformers", "trl", "nemo_act.run.pipeline"} & imported
+    )
     said = [line for line in second.stderr.splitlines() if not line.startswith("import time:")]
     assert len(said) == 1 and said[0].startswith("error: ") and "another nemo-act process writes here" in said[0]
     assert f"pid {first.pid} on {socket.gethostname()}" in said[0] and "nemo-act run" in said[0]
@@ -222,7 +225,7 @@ def test_a_failed_invocation_is_in_the_run_history(tmp_path):
     """run.json's history (from invocations.jsonl) keeps an invocation that failed, with its error."""
     from nemo_act.config import load_config
     from nemo_act.data.io import RecordError
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     bad = tmp_path / "experts.jsonl"
     bad.write_text('{"trajectory_id": "x"}\n')

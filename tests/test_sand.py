@@ -21,7 +21,7 @@ from nemo_act.data.records import Trajectory
 from nemo_act.evaluation.rollout import EpisodeRecord
 from nemo_act.generation.simple import wrap_action
 from nemo_act.reflection.sand import DeliberationRecord, build_sand, distinct_actions, read_deliberations
-from nemo_act.run_plan import plan
+from nemo_act.run.plan import plan
 from nemo_act.stage_data import expand
 
 REPO = Path(__file__).resolve().parents[1]
@@ -161,7 +161,7 @@ def test_sand_rl_pipeline_with_two_iterations_on_the_local_engine(tiny_model_dir
     before its stage, sampled by the checkpoint that stage starts from (round 2: round 1's), critiqued by
     the frozen initial policy; then RL. The plan lists both data steps."""
     import nemo_act.generation
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     asked = []
 
@@ -201,9 +201,9 @@ def test_sand_rl_pipeline_with_two_iterations_on_the_local_engine(tiny_model_dir
 @pytest.mark.slow
 def test_cluster_mode_builds_a_round_in_a_child_process_with_the_same_result(sw_experts, tmp_path):
     """On the cluster engine a round's data step runs in the generation interpreter (`python -m
-    nemo_act.pipeline ... baseline_data sand EXPERTS POLICY STAGE`, so vLLM's memory goes back before the
+    nemo_act.run.pipeline ... baseline_data sand EXPERTS POLICY STAGE`, so vLLM's memory goes back before the
     next training job); its audit file is the in-process one, in the round's own folder."""
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     cfg = load_config(overrides=["pipeline.init=random", "sand.candidates=2", "sand.rollout_steps=1",
                                  "pipeline.eval.workers=1"])  # fmt: skip
@@ -304,8 +304,8 @@ def test_a_baseline_stage_without_rows_stops_and_names_its_file(tmp_path):
     """Early Experience with every reflection dropped (what the untrained tiny model writes) has no rows
     to train on: the stage stops before training and names the audit file whose counts say why."""
     from nemo_act.data.manifest import write_manifest
-    from nemo_act.pipeline import PipelineRunner
     from nemo_act.reflection.early_experience import ReflectionRecord
+    from nemo_act.run.pipeline import PipelineRunner
 
     expert = _expert()
     experts = tmp_path / "experts.jsonl"

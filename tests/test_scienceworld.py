@@ -168,7 +168,7 @@ def test_experts_manifest_counts_gold_matching(sw_experts):
 
 @pytest.mark.heavy
 def test_finished_experts_are_reused(sw_experts, cfg):
-    from nemo_act.experts import collect_experts
+    from nemo_act.steps.experts import collect_experts
 
     before = sw_experts.stat().st_mtime_ns
     summary = collect_experts(
@@ -265,7 +265,7 @@ def _replay_in_worker(line: str, cfg) -> tuple[str, float]:
 def test_full_test_split_gives_149_experts_that_replay_to_100(scienceworld, cfg, tmp_path):
     from concurrent.futures import ProcessPoolExecutor
 
-    from nemo_act.experts import collect_experts
+    from nemo_act.steps.experts import collect_experts
 
     out = tmp_path / "sw_test.jsonl"
     summary = collect_experts(cfg, "test", out, max_variations=5, workers=2, progress=False)

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from nemo_act import stage_data
+from nemo_act.common.plugins import load
 from nemo_act.config import ConfigError, load_config
 from nemo_act.engines.nemo_rl import recipe
 from nemo_act.engines.nemo_rl.processors import task_name
-from nemo_act.plugins import load
 from nemo_act.stage_data import stage_config, stage_experiment
 from nemo_act.stage_kinds import DATA_KINDS, STAGE_KINDS, data_steps, needs_pairs, stage_kind
 
@@ -57,7 +57,7 @@ def test_every_data_kind_names_how_it_is_built_and_read(kind):
 def test_a_baseline_stage_retrains_when_its_data_settings_change(tmp_path):
     """A row-mixing setting changes no audit file (the same reflections), so it is part of the fingerprint of
     the stages that read that data kind, and of no other stage."""
-    from nemo_act.pipeline import stage_fingerprint
+    from nemo_act.run.pipeline import stage_fingerprint
 
     data = tmp_path / "data.jsonl"
     data.write_text("{}\n")
@@ -76,8 +76,8 @@ def test_a_kill_between_training_and_cleanup_never_retrains_the_stage(tmp_path, 
     runner removes checkpoints/."""
     import shutil as shutil_module
 
-    from nemo_act import pipeline
     from nemo_act.config import load_config
+    from nemo_act.run import pipeline
 
     trained = []
 
@@ -174,7 +174,7 @@ def test_a_data_kind_and_its_stage_registered_from_outside_run_in_the_pipeline_a
 
     from nemo_act import stage_kinds
     from nemo_act.config import load_config
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     (tmp_path / "echo_ext.py").write_text(ECHO_EXTENSION)
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -220,7 +220,7 @@ def test_bad_lines_are_skipped_and_counted_when_asked(tmp_path, capsys):
     """``benchmark.on_bad_trace=skip``: the good traces are the experts, each bad line is counted under its reason
     in the manifest and printed with its line numbers; the default stops at the first bad line."""
     from nemo_act.data.manifest import read_manifest
-    from nemo_act.experts import collect_experts
+    from nemo_act.steps.experts import collect_experts
 
     empty_turn = [_trace()[1], {"role": "assistant", "content": ""}]
     lines = [_line(_trace(), id="a", split="train"), _line(empty_turn, id="b"), "{oops\n",
@@ -243,7 +243,7 @@ def test_trials_of_one_task_stay_on_one_side_of_the_split(tmp_path):
     """Real logs repeat tasks: split by a hash of the id, trials of one task land on both sides (a leak); with
     ``benchmark.split_by`` every group is on one side, and the experts manifest counts each side's groups."""
     from nemo_act.data.manifest import read_manifest
-    from nemo_act.experts import collect_experts
+    from nemo_act.steps.experts import collect_experts
 
     f = tmp_path / "trials.jsonl"
     f.write_text("".join(_line(_trace(), id=f"t{task}-{trial}", metadata={"task": f"task-{task}"})
@@ -277,7 +277,7 @@ def test_the_runner_prints_a_pairs_summary_per_split(tmp_path):
     from rich.console import Console
 
     from nemo_act.data.manifest import write_manifest
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
     files = {}
     for split, (states, pairs, adm) in {"train": (40, 90, 81), "held-out": (9, 20, 5)}.items():
@@ -297,10 +297,10 @@ def test_from_data_alternatives_are_real_calls_never_the_expert(tmp_path):
     """``pairs_policy=from_data`` on the example: every alternative is an expert action of the same file (a real
     call or reply, never a template as the random policy's are), admissible at its state, never the state's
     expert action; the same seed gives the same pairs; held-out pairs draw from the held-out file only."""
-    from nemo_act.experts import collect_experts
     from nemo_act.generation import make_generator
-    from nemo_act.pairs import collect_pairs
     from nemo_act.rewards import normalize_action
+    from nemo_act.steps.experts import collect_experts
+    from nemo_act.steps.pairs import collect_pairs
 
     cfg = load_config(overrides=["benchmark=traces", f"benchmark.path={EXAMPLE}", "pairs.k=3"])
     experts = tmp_path / "experts.jsonl"
@@ -340,7 +340,7 @@ def test_prompts_list_templates_and_never_the_expert_action(tmp_path):
 
 
 def test_run_needs_the_file(tmp_path):
-    from nemo_act.experts import collect_experts
+    from nemo_act.steps.experts import collect_experts
 
     cfg = load_config(overrides=["benchmark=traces"])
     with pytest.raises(FileNotFoundError, match="benchmark.path=FILE"):
@@ -348,7 +348,7 @@ def test_run_needs_the_file(tmp_path):
 
 
 def test_experts_are_remade_when_the_file_changes(tmp_path):
-    from nemo_act.experts import collect_experts
+    from nemo_act.steps.experts import collect_experts
 
     f = tmp_path / "t.jsonl"
     f.write_text(_line(_trace(), id="a", split="train"))
@@ -478,10 +478,10 @@ def test_an_action_over_its_budget_skips_its_state_names_the_line_and_is_never_d
     file:line:step on stderr), from_data never offers it to another state, and the later states of its trace show
     it cut to ``prompt.max_action_chars`` in their history; no pair holds a candidate over ``max_candidate_chars``."""
     from nemo_act.data.manifest import read_manifest
-    from nemo_act.experts import collect_experts
     from nemo_act.generation import make_pairs_generator
-    from nemo_act.pairs import collect_pairs
     from nemo_act.prompts.render import generation_prompt
+    from nemo_act.steps.experts import collect_experts
+    from nemo_act.steps.pairs import collect_pairs
 
     f = _with_huge_argument(tmp_path)
     cfg = load_config(overrides=["benchmark=traces", f"benchmark.path={f}", "pairs.k=3"])
@@ -509,10 +509,10 @@ def test_from_data_alternatives_mix_with_the_policy_samples(tiny_model_dir, tmp_
     """``pairs.from_data_k``: each state gets the policy's K samples (a tiny model's) and then that many draws from
     the file's own actions (real calls and replies, never a template), reproducibly; the policy's name in the
     pairs says so."""
-    from nemo_act.experts import collect_experts
     from nemo_act.generation import make_pairs_generator
-    from nemo_act.pairs import StateOutcome, collect_pairs
     from nemo_act.rewards import Admissible
+    from nemo_act.steps.experts import collect_experts
+    from nemo_act.steps.pairs import StateOutcome, collect_pairs
 
     overrides = ["benchmark=traces", f"benchmark.path={EXAMPLE}", "pairs.k=1", "pairs.from_data_k=2",
                  "pairs.sampling.max_new_tokens=8"]  # fmt: skip
@@ -537,9 +537,9 @@ def test_from_data_alternatives_mix_with_the_policy_samples(tiny_model_dir, tmp_
 def test_the_random_policy_refuses_tool_lists_and_names_from_data(tmp_path):
     """A tool list has no concrete call to draw (only templates, which are never admissible): the random policy
     says so and points to ``pipeline.pairs_policy=from_data``, instead of pairing the expert with a template."""
-    from nemo_act.experts import collect_experts
     from nemo_act.generation import make_pairs_generator
-    from nemo_act.pairs import collect_pairs
+    from nemo_act.steps.experts import collect_experts
+    from nemo_act.steps.pairs import collect_pairs
 
     cfg = load_config(overrides=["benchmark=traces", f"benchmark.path={EXAMPLE}"])
     experts = tmp_path / "experts.jsonl"
@@ -579,9 +579,9 @@ def test_rows_over_the_model_context_are_skipped_and_named(tiny_model_dir, tmp_p
     from transformers import AutoTokenizer
 
     from nemo_act import stage_data
-    from nemo_act.experts import collect_experts
     from nemo_act.generation import make_pairs_generator
-    from nemo_act.pairs import collect_pairs
+    from nemo_act.steps.experts import collect_experts
+    from nemo_act.steps.pairs import collect_pairs
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
 
@@ -717,7 +717,7 @@ def test_extra_arguments_follow_json_schema_where_the_tool_is_silent():
 def test_refusal_turns_are_text_actions_and_counted(tmp_path):
     """OpenAI's refusal turn (content null, a ``refusal`` text) is the agent declining in text: a text action,
     counted in the experts manifest, instead of a 'neither text nor tool calls' error."""
-    from nemo_act.experts import collect_experts
+    from nemo_act.steps.experts import collect_experts
 
     refusal = [*_trace()[:2], {"role": "assistant", "content": None, "refusal": "I can't help with that."}]
     f = tmp_path / "log.jsonl"

@@ -21,7 +21,7 @@ from nemo_act.benchmarks.webshop import (
 )
 from nemo_act.data import Trajectory, read_jsonl, read_manifest, write_jsonl
 from nemo_act.data.io import RecordError
-from nemo_act.run_plan import plan
+from nemo_act.run.plan import plan
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -195,8 +195,8 @@ def test_reflection_recipes_stop_at_once_on_human_demonstrations_and_take_expert
     that name their goal, as a policy's rollouts in the env do) the experts are the file's successful ones."""
     from nemo_act.config import load_config
     from nemo_act.generation import RandomGenerator
-    from nemo_act.pipeline import PipelineRunner
     from nemo_act.reflection.early_experience import build_early_experience
+    from nemo_act.run.pipeline import PipelineRunner
 
     data = tmp_path / "webshop"
     data.mkdir()

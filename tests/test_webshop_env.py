@@ -70,7 +70,7 @@ def test_setup_refuses_a_missing_file_by_name(checkout, webshop_data, tmp_path):
 def test_gold_experts_buy_their_goal_at_reward_1(checkout, tmp_path):
     """The gold policy on 20 train goals in the real env: at least 19 bought at WebShop's reward 1.0, the rest
     counted by reason; every step holds the env's own page and available actions."""
-    from nemo_act.experts import collect_experts
+    from nemo_act.steps.experts import collect_experts
 
     cfg = _cfg(checkout)
     out = tmp_path / "experts.jsonl"

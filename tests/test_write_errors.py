@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_act.write_errors import write_failure
+from nemo_act.common.write_errors import write_failure
 
 pytestmark = pytest.mark.heavy
 CLI = [sys.executable, "-m", "nemo_act.cli"]

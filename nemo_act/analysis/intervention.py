@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import Field
 
+from nemo_act.common.seeding import key_digest, key_rng
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import read_jsonl, write_jsonl, write_text_atomic
 from nemo_act.data.records import Pair, _Record
@@ -36,7 +37,6 @@ from nemo_act.evaluation.stats import proportion
 from nemo_act.generation.base import GenerationRequest
 from nemo_act.prompts.render import as_messages, rationale_prompt
 from nemo_act.rewards import same_action
-from nemo_act.seeding import key_digest, key_rng
 
 CONDITIONS = ("free", "no_rationale", "injected")
 THINK_CLOSED = "<think>\n\n</think>\n\n"
@@ -194,7 +194,7 @@ def run_intervention(
                                       [p.pair_id for p in pairs], writer_name])).hex()  # fmt: skip
     results: dict[str, dict[str, Any]] = {}
     for name, ckpt in checkpoints.items():
-        from nemo_act.pipeline import checkpoint_fingerprint
+        from nemo_act.run.pipeline import checkpoint_fingerprint
 
         stamp = key_digest(settings, checkpoint_fingerprint(ckpt)).hex()
         results[name] = {}

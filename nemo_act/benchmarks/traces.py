@@ -35,7 +35,7 @@ a lookup returned) are often several turns back.
 ``get_weather(<arguments: {"city": string, "days"?: integer, "unit"?: "c"|"f"}>)`` (``?`` = optional; a type,
 or an enum's values); the list ends with ``<a text reply to the user>``, since a chat agent may always answer in
 text. A call is admissible when its tool is listed and its arguments validate against the entry (required
-keys, types, enum values: :mod:`nemo_act.tool_calls`, with ``jsonschema``); a text reply when it is text and not
+keys, types, enum values: :mod:`nemo_act.rewards.tool_calls`, with ``jsonschema``); a text reply when it is text and not
 call-shaped; nothing else (an unlisted tool, bad JSON, call-shaped garbage, an empty reply). The same rule
 decides a step's ``action_admissible``, a pair's candidates' and the admissibility reward of both engines. The
 prompt shows the templates, never a concrete call. A line without
@@ -68,12 +68,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from nemo_act.common.seeding import key_int
 from nemo_act.config.schema import BenchmarkConfigBase
 from nemo_act.data.io import RecordError, iter_json
 from nemo_act.data.records import Step, Trajectory
 from nemo_act.rewards import in_actions
-from nemo_act.seeding import key_int
-from nemo_act.tool_calls import CALL_SEPARATOR, MORE, TEXT_REPLY, canonical_call
+from nemo_act.rewards.tool_calls import CALL_SEPARATOR, MORE, TEXT_REPLY, canonical_call
 
 ADAPTER_VERSION = 2  # 2: exact argument values, "..." for arguments a tool allows beyond its named ones
 LIVE_EXPERT_ACTION = False
@@ -136,8 +136,8 @@ def tool_template(tool: dict[str, Any]) -> str:
     """The admissible-list entry of one tool: its name and a ``<arguments: ...>`` slot naming the parameters.
 
     Arguments the schema does not name are allowed, as JSON Schema allows them, unless it says
-    ``"additionalProperties": false``; the entry then ends with ``...`` (:data:`~nemo_act.tool_calls.MORE`). A tool
-    that takes no arguments at all is ``name({})``.
+    ``"additionalProperties": false``; the entry then ends with ``...``
+    (:data:`~nemo_act.rewards.tool_calls.MORE`). A tool that takes no arguments at all is ``name({})``.
 
     >>> tool_template({"name": "get_weather", "parameters": {"properties": {"city": {"type": "string"}},
     ...                "required": ["city"], "additionalProperties": False}})

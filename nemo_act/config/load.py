@@ -15,7 +15,7 @@ A group option may hold a ``_global_`` block (Hydra's ``@package _global_``, for
 root of the config, merged after every file and before the command line's overrides (``train=smoke`` also
 shrinks the data steps' generation and evaluation).
 
-The config search path (:func:`nemo_act.paths.conf_roots`) is ``$NEMO_ACT_CONF``'s folders, then the
+The config search path (:func:`nemo_act.common.paths.conf_roots`) is ``$NEMO_ACT_CONF``'s folders, then the
 packaged ``conf/``: every lookup (root config, group options, parent files, a pipeline path that is not
 a file from the working directory) takes the first folder holding the file, so a user's folder holds only
 its own files.
@@ -39,8 +39,8 @@ import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ValidationError
 
+from nemo_act.common.paths import conf_root, conf_roots, find_conf  # noqa: F401  (conf_root re-exported)
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.paths import conf_root, conf_roots, find_conf  # noqa: F401  (conf_root re-exported)
 
 
 class ConfigError(ValueError):
@@ -233,7 +233,7 @@ def _known_keys(path: list[str], tree: dict[str, Any]) -> list[str]:
 
         return sorted({k.train for k in STAGE_KINDS.values()} | {"report_to"})
     if path[:1] == ["benchmark"]:
-        from nemo_act.plugins import import_module
+        from nemo_act.common.plugins import import_module
 
         try:
             model = import_module(tree["benchmark"]["adapter"], "benchmark.adapter").CONFIG

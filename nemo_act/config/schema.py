@@ -6,7 +6,7 @@ one. A key that is missing, unknown or of the wrong type is an error (see ``nemo
 
 It names no benchmark and no engine: the ``benchmark`` and ``engine`` blocks are checked against the settings
 model (``CONFIG``) of the module they name (``benchmark.adapter``, ``engine.name``), imported by that name
-(:mod:`nemo_act.plugins`); ``pipeline.stages`` and the ``train`` blocks against the stage-kind registry
+(:mod:`nemo_act.common.plugins`); ``pipeline.stages`` and the ``train`` blocks against the stage-kind registry
 (:mod:`nemo_act.stage_kinds`, a floor below this one).
 """
 
@@ -25,7 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from nemo_act import plugins, stage_kinds
+from nemo_act import stage_kinds
+from nemo_act.common import plugins
 
 
 class _Strict(BaseModel):
@@ -337,7 +338,7 @@ class EnvRuntimeConfig(_Strict):
 
 
 class LockConfig(_Strict):
-    """The one-writer lock of run and data folders (``nemo_act.runlock``)."""
+    """The one-writer lock of run and data folders (``nemo_act.common.runlock``)."""
 
     heartbeat_s: float = Field(gt=0, description="Seconds between the holder's heartbeats in its lock file.")
     stale_after_s: float = Field(

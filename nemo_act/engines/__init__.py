@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nemo_act import plugins
+from nemo_act.common import plugins
 from nemo_act.config.schema import ExperimentConfig
 
 if TYPE_CHECKING:

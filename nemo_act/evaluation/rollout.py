@@ -92,7 +92,7 @@ class Start:
         task: Its task.
         variation: Its variation.
         call: The env call that begins it: ``("reset", (task, variation))``, or a method of
-            :class:`~nemo_act.branching.BranchingEnv` that restores a state and executes a first action
+            :class:`~nemo_act.steps.branching.BranchingEnv` that restores a state and executes a first action
             (it returns the observation after that action, or a string saying why it could not).
         past: (observation, action) pairs before the first step the policy plays (the replayed prefix and
             the branched action), shown in the policy's history.

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from nemo_act.common.seeding import key_int
 from nemo_act.config.schema import GenerationConfig, ModelConfig, SamplingConfig
 from nemo_act.generation.base import GenerationRequest
 from nemo_act.prompts.render import apply_chat_template
-from nemo_act.seeding import key_int
 
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 

@@ -14,10 +14,10 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from nemo_act.common.seeding import key_rng
 from nemo_act.config.schema import SamplingConfig
 from nemo_act.generation.base import GenerationRequest, close_generator, seeds_each_request
 from nemo_act.rewards import ACTION_CLOSE, ACTION_OPEN, Admissible, normalize_action
-from nemo_act.seeding import key_rng
 
 
 def wrap_action(action: str) -> str:

@@ -32,12 +32,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from nemo_act.common.seeding import key_int
 from nemo_act.config.schema import GenerationConfig, ModelConfig, SamplingConfig
 from nemo_act.generation.base import GenerationRequest
 from nemo_act.generation.hf import check_prompt_length
 from nemo_act.prompts.render import apply_chat_template
 from nemo_act.rewards import ACTION_CLOSE
-from nemo_act.seeding import key_int
 
 STOP = [ACTION_CLOSE]
 

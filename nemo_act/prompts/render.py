@@ -18,7 +18,7 @@ Templates are the ``*.txt`` files in ``nemo_act/prompts/templates``; this module
   ``prompt.preamble`` is on (the paper's per-benchmark figures are not in our copy; the preambles
   are ours, in verl-agent's wording).
 * Next to the benchmark's YAML first: ``<config folder>/benchmark/<template>.<benchmark>.txt`` in the config
-  search path (:func:`nemo_act.paths.conf_roots`) replaces the packaged template for that benchmark
+  search path (:func:`nemo_act.common.paths.conf_roots`) replaces the packaged template for that benchmark
   (``preamble.mybench.txt`` beside ``mybench.yaml``; ``action_generation.mybench.txt`` for a prompt of its own).
 """
 
@@ -30,9 +30,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from nemo_act.common.paths import find_conf
 from nemo_act.config.schema import PromptConfig
 from nemo_act.data.records import State
-from nemo_act.paths import find_conf
 from nemo_act.prompts.length import cut, fit_state
 
 Message = dict[str, str]

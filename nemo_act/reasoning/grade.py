@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
+from nemo_act.common.seeding import key_rng
 from nemo_act.prompts.render import template
 from nemo_act.reasoning.data import Problem
-from nemo_act.seeding import key_rng
 
 LETTERS = "ABCD"
 _ANSWER = re.compile(r"(?i:answer)\s*(?:(?i:is)\s*)?[:：]?\s*\**\s*\(?([A-D])\)?(?![A-Za-z])")

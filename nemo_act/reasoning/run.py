@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import Field
 from tqdm.auto import tqdm
 
+from nemo_act.common.seeding import key_digest
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, write_text_atomic
 from nemo_act.data.records import _Record
@@ -26,7 +27,6 @@ from nemo_act.generation.base import GenerationRequest
 from nemo_act.prompts.render import as_messages
 from nemo_act.reasoning.data import Problem
 from nemo_act.reasoning.grade import grade, prompt
-from nemo_act.seeding import key_digest
 
 CHANCE = {"math500": None, "gpqa": 0.25}
 

@@ -28,7 +28,6 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from nemo_act.branching import require_episodes
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import read_all, read_jsonl, write_jsonl
 from nemo_act.data.manifest import Summary, file_sha256, write_manifest
@@ -37,6 +36,7 @@ from nemo_act.prompts.render import template
 from nemo_act.prompts.state import expert_action
 from nemo_act.reflection import build
 from nemo_act.rewards import same_action
+from nemo_act.steps.branching import require_episodes
 
 
 class WrongStep(_Record):

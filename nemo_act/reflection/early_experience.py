@@ -6,7 +6,7 @@ At every expert state (the same states ACT pairs use):
    the initial policy with the action-generation prompt, topped up from the state's admissible list
    (seeded per state) when the samples are unparsable or repeat the expert or each other.
 2. **Branching**: the expert action and every alternative are executed from the restored state
-   (:mod:`nemo_act.branching`); each one's next observation is recorded.
+   (:mod:`nemo_act.steps.branching`); each one's next observation is recorded.
 3. **Reflection**: the initial policy is shown the state and every action's outcome (in a seeded order, by
    their text, no labels) and writes why the expert action is the better step, ending in the action tag
    (``ee_reflection.txt``, ours).
@@ -32,18 +32,18 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from nemo_act.branching import BranchRecord, branch_states, require_episodes
+from nemo_act.common.seeding import key_rng
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, read_all, read_jsonl, write_jsonl
 from nemo_act.data.manifest import Summary, file_sha256, write_manifest
 from nemo_act.data.records import Trajectory, _Record
 from nemo_act.generation.base import GenerationRequest
-from nemo_act.pairs import sampling_request
 from nemo_act.prompts.render import as_messages, reflection_prompt
 from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
 from nemo_act.reflection import build
 from nemo_act.rewards import ACTION_OPEN, normalize_action, parse_action, same_action
-from nemo_act.seeding import key_rng
+from nemo_act.steps.branching import BranchRecord, branch_states, require_episodes
+from nemo_act.steps.pairs import sampling_request
 
 DropReason = Literal[
     "branch_failed", "no_alternative", "no_action_tag", "concludes_other", "empty", "says_expert",

@@ -8,7 +8,7 @@ expert state:
    the expert's action gets no deliberation (``all_expert``); one with no parsable sample neither
    (``no_candidate``).
 2. **Roll-on**: the expert action and every distinct other candidate are each executed from the restored
-   state (:class:`nemo_act.branching.BranchingEnv`) and the current policy plays on to the episode's end
+   state (:class:`nemo_act.steps.branching.BranchingEnv`) and the current policy plays on to the episode's end
    (``benchmark.max_steps`` from the episode's start, or ``sand.rollout_steps`` after the candidate), on
    the env worker pool, resumable per episode (:func:`nemo_act.evaluation.rollout.play_starts`). A
    candidate's score is the best the episode reached (0-100, as evaluation counts it).
@@ -35,20 +35,20 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from nemo_act.branching import BranchingEnv, require_episodes, roll_on_start
+from nemo_act.common.seeding import key_rng
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, read_all, read_jsonl, write_jsonl
 from nemo_act.data.manifest import Summary, file_sha256, write_manifest
 from nemo_act.data.records import Trajectory, _Record
 from nemo_act.evaluation.rollout import EpisodeRecord, play_starts
 from nemo_act.generation.base import GenerationRequest
-from nemo_act.pairs import sampling_request
 from nemo_act.prompts.render import as_messages, critique_prompt, deliberation_prompt
 from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
 from nemo_act.reflection import build
 from nemo_act.reflection.early_experience import DropReason, _state_text, judge, reflection_body
 from nemo_act.rewards import normalize_action, parse_action
-from nemo_act.seeding import key_rng
+from nemo_act.steps.branching import BranchingEnv, require_episodes, roll_on_start
+from nemo_act.steps.pairs import sampling_request
 
 BUILD_FILES = ("candidates.jsonl", "rollouts.jsonl", "deliberations.jsonl")
 SandReason = DropReason | Literal["all_expert", "no_candidate", "rollout_failed", "kept"]

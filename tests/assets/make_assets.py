@@ -44,7 +44,7 @@ def _default_jvm_env() -> dict[str, str]:
 def make_sw_experts(out: Path) -> Path:
     """Collect the ScienceWorld experts into ``out`` (a file; its manifest beside it) with the JVM's defaults."""
     from nemo_act.config import load_config
-    from nemo_act.experts import collect_experts
+    from nemo_act.steps.experts import collect_experts
 
     saved = os.environ.pop("JAVA_TOOL_OPTIONS", None)  # the tests' JVM options reorder objects (see above)
     try:

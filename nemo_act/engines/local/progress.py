@@ -4,7 +4,7 @@ transformers' own output is a bar plus the raw log dict printed at every logging
 / ``PrinterCallback``); :func:`use_stage_bar` replaces both with :class:`StageBar`, one tqdm bar per stage
 whose postfix holds the loss (SFT, DPO) or the mean reward (GRPO) and the selection accuracy (ACT
 stages), with the step rate. The libraries' own bars and FutureWarnings are off in nemo-act's entry
-points (:mod:`nemo_act.quiet`). Every logged
+points (:mod:`nemo_act.common.quiet`). Every logged
 number still goes to the stage's ``metrics.jsonl``, and to TensorBoard or W&B when ``train.report_to``
 asks (the trainer's own integrations).
 """

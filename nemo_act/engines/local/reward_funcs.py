@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from nemo_act.common.plugins import load
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.plugins import load
 from nemo_act.rewards import RewardParts
 from nemo_act.stage_data import reward_values
 from nemo_act.stage_kinds import reward_kind

@@ -12,7 +12,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from nemo_act.reward_signal import NoSignalWatch
+from nemo_act.rewards.signal import NoSignalWatch
 
 
 class ZeroRewardVarianceWarning(UserWarning):

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from nemo_act.paths import convert_root
+from nemo_act.common.paths import convert_root
 
 REPO = Path(__file__).resolve().parents[3]  # the checkout (the image runs jobs from it)
 CONVERT = convert_root()

@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-from nemo_act.reward_signal import NoSignalWatch, zero_std_share
 from nemo_act.rewards import ParseStatus, RewardParts
+from nemo_act.rewards.signal import NoSignalWatch, zero_std_share
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class _Logged:
     """Appends :func:`batch_summary` of every step to ``log_path`` (None: no log); warns once on no signal.
 
     The warning (logging, which Ray forwards to the job's output) comes when the first
-    ``zero_variance_steps`` steps gave GRPO no signal (:class:`~nemo_act.reward_signal.NoSignalWatch`).
+    ``zero_variance_steps`` steps gave GRPO no signal (:class:`~nemo_act.rewards.signal.NoSignalWatch`).
     ``first_step`` is the GRPO step a resumed stage restarts after (its newest checkpoint's): lines
     are numbered from there, so a requeued stage's reward parts line up with NeMo-RL's own steps.
     """
@@ -157,8 +157,8 @@ class ScoredRewardEnv(_Logged):
         zero_variance_steps: int = 0,
         extensions: Sequence[str] = (),
     ) -> None:
+        from nemo_act.common.plugins import load
         from nemo_act.config.schema import values_model
-        from nemo_act.plugins import load
         from nemo_act.stage_kinds import import_extensions, reward_kind
 
         super().__init__(log_path, first_step, stage, zero_variance_steps)

@@ -1,7 +1,7 @@
 """The cluster engine's settings: the ``engine`` block of ``conf/engine/nemo_rl.yaml`` and the cluster recipes.
 
 Owned by the engine, not the core schema (which holds no engine's fields): the config names this engine
-(``engine.name: nemo_rl``) and its block is checked against :data:`CONFIG` (``nemo_act.plugins``).
+(``engine.name: nemo_rl``) and its block is checked against :data:`CONFIG` (``nemo_act.common.plugins``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from nemo_act.stage_kinds import DATA_KINDS, built_data, data_steps, needs_pairs
 
 if TYPE_CHECKING:
     from nemo_act.config.schema import ExperimentConfig
-    from nemo_act.pipeline import PipelineRunner
+    from nemo_act.run.pipeline import PipelineRunner
 
 GENERATION_STEPS = ("pairs", "selection", "evaluate")  # data steps that call the policy (with DATA_KINDS')
 ENV_STEPS = ("experts", "evaluate")  # data steps that run envs (with DATA_KINDS')
@@ -132,7 +132,7 @@ def checklist(runner: PipelineRunner, log_dir: str | Path | None = None) -> list
     the preflight checks and Ray.
     """
     from nemo_act.data.manifest import manifest_path
-    from nemo_act.pipeline import stage_complete
+    from nemo_act.run.pipeline import stage_complete
 
     rows: list[dict[str, str]] = []
     job_log = str(Path(log_dir) / "pipeline.log") if log_dir else "(console)"

@@ -27,7 +27,7 @@ from functools import lru_cache
 from typing import Any
 
 from nemo_act.config.schema import RewardValues, SelectionRewardConfig
-from nemo_act.tool_calls import TEXT_REPLY, call_admissible, canonical_calls, entry_schema, tool_entries
+from nemo_act.rewards.tool_calls import TEXT_REPLY, call_admissible, canonical_calls, entry_schema, tool_entries
 
 ACTION_OPEN = "<action>"  # the answer tag: the one place it is spelled (generation stops, targets, parsing)
 ACTION_CLOSE = "</action>"
@@ -131,9 +131,9 @@ def parse_action(text: str) -> ParsedAction:
 def normalize_action(action: str) -> str:
     """Canonical form used to compare actions: case, inner whitespace, quotes and trailing punctuation.
 
-    Tool calls (``name({json})``, :mod:`nemo_act.tool_calls`) are the exception: their canonical form is the parsed
-    JSON with sorted keys, so string values, ids and enum values keep their case and spacing, and tool entries are
-    kept as written.
+    Tool calls (``name({json})``, :mod:`nemo_act.rewards.tool_calls`) are the exception: their canonical form is the
+    parsed JSON with sorted keys, so string values, ids and enum values keep their case and spacing, and tool entries
+    are kept as written.
 
     >>> normalize_action("  Go to  Kitchen. ")
     'go to kitchen'
@@ -171,8 +171,8 @@ class Admissible:
     An entry may be a template whose ``<...>`` slots stand for any non-empty text (WebShop's
     ``search[<query>]``). A list with tool entries (the traces benchmark's ``get_weather(<arguments: {...}>)``)
     admits a call only of a listed tool with arguments that validate against its entry, and text only where it
-    lists ``<a text reply to the user>`` (:func:`nemo_act.tool_calls.call_admissible`). A template itself (an entry
-    with a ``<...>`` slot, a tool entry, the text-reply entry) is never admissible: copying it is no action.
+    lists ``<a text reply to the user>`` (:func:`nemo_act.rewards.tool_calls.call_admissible`). A template itself (an
+    entry with a ``<...>`` slot, a tool entry, the text-reply entry) is never admissible: copying it is no action.
     Build one per state where many actions are checked against the same list (a policy's pool, a group of
     candidates).
     """

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]  # nemo_act/
 
 
 def checkout_root() -> Path | None:

@@ -121,10 +121,10 @@ def run_demo(out: Path, cfg: ExperimentConfig) -> int:
     from nemo_act.data.io import read_jsonl, write_text_atomic
     from nemo_act.data.records import Pair, Trajectory
     from nemo_act.generation import RandomGenerator
-    from nemo_act.pairs import collect_pairs
-    from nemo_act.pipeline import PipelineRunner
     from nemo_act.report import load_run, plot_runs, results_table
+    from nemo_act.run.pipeline import PipelineRunner
     from nemo_act.stage_data import il_rows, selection_format_rows
+    from nemo_act.steps.pairs import collect_pairs
     from nemo_act.tiny_model import build_tiny_model
 
     console = Console(width=150)

@@ -38,6 +38,8 @@ from typing import Any
 from rich.console import Console
 
 from nemo_act.benchmarks.base import adapter_of
+from nemo_act.common.plugins import load
+from nemo_act.common.quiet import quiet_libraries
 from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import append_json_line, read_all, read_json, read_jsonl, write_text_atomic
@@ -45,8 +47,6 @@ from nemo_act.data.manifest import file_sha256
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.engines import engine_for
 from nemo_act.inputs import run_inputs
-from nemo_act.plugins import load
-from nemo_act.quiet import quiet_libraries
 from nemo_act.stage_data import expand, stage_config, stage_experiment
 from nemo_act.stage_kinds import DATA_KINDS, built_data, data_steps, needs_pairs, stage_kind
 
@@ -199,7 +199,16 @@ class PipelineRunner:
         """
         self.dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.dir / "config.yaml", to_yaml(self.cfg))
-        argv = ["-m", "nemo_act.pipeline", "--run-dir", str(self.dir), "--data-dir", str(self.data_dir), method, *args]
+        argv = [
+            "-m",
+            "nemo_act.run.pipeline",
+            "--run-dir",
+            str(self.dir),
+            "--data-dir",
+            str(self.data_dir),
+            method,
+            *args,
+        ]
         subprocess.run(self.engine.step_command(method, argv, self.cfg), check=True, env=self.engine.step_env())
 
     # ---- data -------------------------------------------------------------------------------------
@@ -207,9 +216,9 @@ class PipelineRunner:
         """Collect (or reuse) the expert trajectories of ``pipeline.experts`` / ``pipeline.heldout``.
 
         With the source's ``path`` the successful trajectories of that file are taken instead (validated;
-        :func:`~nemo_act.experts.import_rollouts`).
+        :func:`~nemo_act.steps.experts.import_rollouts`).
         """
-        from nemo_act.experts import collect_experts, import_rollouts
+        from nemo_act.steps.experts import collect_experts, import_rollouts
 
         src = getattr(self.cfg.pipeline, which)
         out = self.data_dir / ("experts.jsonl" if which == "experts" else "heldout_experts.jsonl")
@@ -229,7 +238,7 @@ class PipelineRunner:
     def pairs(self, experts: Path, name: str) -> Path:
         """Sample (or reuse) ACT pairs for ``experts`` from the initial policy."""
         from nemo_act.generation import held, make_pairs_generator
-        from nemo_act.pairs import collect_pairs
+        from nemo_act.steps.pairs import collect_pairs
 
         policy = self.cfg.pipeline.pairs_policy or self.init
         out = self.data_dir / name
@@ -558,7 +567,7 @@ class PipelineRunner:
         experts = self.experts("experts")
         if any((spec := built_data(k)) is not None and spec.env for k in data_steps(stages)):
             # a reflection baseline branches in the env: fail before any pair is sampled, not after
-            from nemo_act.branching import require_episodes
+            from nemo_act.steps.branching import require_episodes
 
             require_episodes(read_all(experts, Trajectory, "expert trajectories"), experts, self.cfg.pipeline.name)
         inputs: dict[str, Path | None] = {"experts": experts}
@@ -616,13 +625,13 @@ STEPS = ("pairs", "baseline_data", "selection", "evaluate")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """One GPU step of a run in its own process: ``python -m nemo_act.pipeline --run-dir R STEP ARGS``.
+    """One GPU step of a run in its own process: ``python -m nemo_act.run.pipeline --run-dir R STEP ARGS``.
 
     The runner's cluster-engine mode calls this; the config is the run's ``config.yaml``.
     """
     from nemo_act.config.load import load_config
 
-    p = argparse.ArgumentParser(prog="python -m nemo_act.pipeline")
+    p = argparse.ArgumentParser(prog="python -m nemo_act.run.pipeline")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--data-dir", required=True)
     p.add_argument("step", choices=STEPS)

@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from nemo_act.write_errors import REFUSED, filesystem_state
+from nemo_act.common.write_errors import REFUSED, filesystem_state
 
 LOCK_NAME = ".nemo-act.lock"
 RECORD_BYTES = 4096  # the record is rewritten in place as one write of this size: a reader never sees half of one

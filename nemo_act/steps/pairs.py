@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from tqdm import tqdm
 
+from nemo_act.common.seeding import key_rng
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, read_all, write_jsonl, write_text_atomic
 from nemo_act.data.manifest import Summary, file_sha256, reusable, write_manifest
@@ -32,7 +33,6 @@ from nemo_act.prompts.length import fit_state, long_action, origin_of, origins, 
 from nemo_act.prompts.render import as_messages, generation_prompt
 from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
 from nemo_act.rewards import Admissible, normalize_action, parse_action
-from nemo_act.seeding import key_rng
 
 
 class StateOutcome(BaseModel):

@@ -1,0 +1,1 @@
+"""Running a pipeline: the runner (``pipeline``), its plan and checklist (``plan``), the embedded demo (``demo``)."""
