@@ -132,6 +132,20 @@ def test_every_import_goes_down_the_floors_of_the_architecture_page():
     assert back_up(import_graph(PACKAGE), floors(ROOT / "docs" / "architecture.md")) == []
 
 
+def test_the_module_map_names_every_room():
+    """docs/architecture.md's module map (its first column) names each room, as a folder or a module."""
+    section = (ROOT / "docs" / "architecture.md").read_text().split("## The module map", 1)[1].split("\n## ", 1)[0]
+    named = [
+        n
+        for line in section.splitlines()
+        if line.startswith("| `")
+        for n in re.findall(r"`([^`]+)`", line.split("|")[1])
+    ]
+    rooms = {room(m) for m in import_graph(PACKAGE)} - {"__init__"}
+    missing = [r for r in rooms if not any(n == f"{r}.py" or n.startswith(r.replace(".", "/") + "/") for n in named)]
+    assert sorted(missing) == []
+
+
 def test_the_floor_check_finds_an_import_back_up(tmp_path):
     pkg = tmp_path / "nemo_act"
     (pkg / "config").mkdir(parents=True)
