@@ -49,7 +49,8 @@ def _cfg(args: argparse.Namespace, extra: Sequence[str] = ()) -> ExperimentConfi
 
     cfg = load_config(args.config, _overrides(args, extra))
     try:
-        adapter_of(cfg.benchmark), engine_for(cfg)
+        adapter_of(cfg.benchmark)
+        engine_for(cfg)
     except ValueError as err:
         raise ConfigError(f"{args.config or 'the config'}: {err}") from None
     return cfg

@@ -191,13 +191,12 @@ def check_env(env: Any, where: str) -> Any:
 def plays_experts(cfg: Any) -> bool:
     """Whether a benchmark's experts are played in its live env (``play_expert``), not read from files.
 
-    An adapter with both ways says which one a config takes with ``plays_live(cfg)`` (WebShop: its protocol).
+    The rule is the config's own derived ``live_experts`` (:class:`~nemo_act.config.schema.BenchmarkConfigBase`:
+    an adapter with both ways says which one a config takes with ``plays_live(cfg)``, WebShop: its protocol); here
+    the adapter is checked against the protocol first.
     """
-    module = adapter_of(cfg)
-    if not hasattr(module, "play_expert"):
-        return False
-    choose = getattr(module, "plays_live", None)
-    return bool(choose(cfg)) if callable(choose) else True
+    adapter_of(cfg)
+    return bool(cfg.live_experts)
 
 
 @cache
@@ -221,17 +220,6 @@ def adapter(module: str) -> ModuleType:
             f"{'; '.join(missing)} (the protocols in nemo_act/benchmarks/base.py)"
         )
     return mod
-
-
-def benchmark_config(value: Any) -> Any:
-    """Validate a ``benchmark`` config block against its adapter's ``CONFIG`` class (schema hook)."""
-    if not isinstance(value, dict):
-        return value  # already a config object
-    module = value.get("adapter")
-    if not module:
-        raise ValueError("benchmark.adapter is not set: name the module that implements the benchmark")
-    cls = adapter(module).CONFIG
-    return cls.model_validate(value)
 
 
 def adapter_of(cfg: Any) -> ModuleType:

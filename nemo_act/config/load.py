@@ -40,7 +40,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ValidationError
 
 from nemo_act.common.paths import conf_root, conf_roots, find_conf  # noqa: F401  (conf_root re-exported)
-from nemo_act.config.schema import ExperimentConfig
+from nemo_act.config.schema import BenchmarkConfigBase, ExperimentConfig
 
 
 class ConfigError(ValueError):
@@ -233,11 +233,12 @@ def _known_keys(path: list[str], tree: dict[str, Any]) -> list[str]:
 
         return sorted({k.train for k in STAGE_KINDS.values()} | {"report_to"})
     if path[:1] == ["benchmark"]:
-        from nemo_act.common.plugins import import_module
+        from nemo_act.common.plugins import config_class, import_module
 
         try:
-            model = import_module(tree["benchmark"]["adapter"], "benchmark.adapter").CONFIG
-        except (KeyError, TypeError, ValueError, AttributeError):
+            module = import_module(tree["benchmark"]["adapter"], "benchmark.adapter")
+            model = config_class(module, "benchmark.adapter", BenchmarkConfigBase)
+        except (KeyError, TypeError, ValueError):
             return []
         path = path[1:]
     for part in path:
