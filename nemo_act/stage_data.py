@@ -196,14 +196,22 @@ def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig, tokenizer: str 
     lengths = (
         None if tokenizer is None or not rows else RowLengths.from_checkpoint(tokenizer, cfg.model.enable_thinking)
     )
-    reserve = getattr(cfg.train, spec.train).max_completion_length if spec.algorithm == "grpo" else 0
+    reserve = stage_config(kind, cfg).max_completion_length if spec.algorithm == "grpo" else 0
     kept, skipped = fit_rows(rows, sources, lengths, cfg.model.max_context_tokens, reserve, _Origins(experts))
     report(
         f"stage {kind} ({data})", skipped, len(rows),
         f"rows over model.max_context_tokens ({cfg.model.max_context_tokens})",
     )  # fmt: skip
+    return capped(kind, kept, cfg)
+
+
+def capped(kind: str, rows: list[Row], cfg: ExperimentConfig) -> list[Row]:
+    """A stage's rows cut to ``train.<block>.max_samples`` (the first ones), so every engine trains the same rows.
+
+    :func:`rows_for`'s last step, and what ready-made rows (the demo's warm-up) go through instead.
+    """
     limit = stage_config(kind, cfg).max_samples
-    return kept if limit is None else kept[:limit]
+    return rows if limit is None else rows[:limit]
 
 
 class _Origins(dict):

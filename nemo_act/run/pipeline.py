@@ -377,6 +377,8 @@ class PipelineRunner:
         if rows is None:
             dry = os.environ.get("NEMO_ACT_DRY_RUN") == "1"  # a dry run loads nothing, not even a tokenizer
             rows = stage_data.rows_for(kind, data, stage_experiment(kind, self.cfg), None if dry else init)
+        else:  # ready-made: not fitted (as before), capped as the kind's own rows are
+            rows = stage_data.capped(kind, rows, self.cfg)
         if not rows:
             raise ValueError(
                 f"stage {out.name}: {data} gives no training rows (a baseline whose every example was dropped: "
