@@ -23,10 +23,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 # The tests start a ScienceWorld JVM per episode (fresh_env_per_episode) hundreds of times, for episodes of a few
 # steps: there the JVM's start-up JIT is most of the cost. The client compiler alone and the serial GC halve it
-# (5 episodes: 24.5 -> 13.2 CPU-s; test_sand's real-state build 180 -> 94 s), the simulator's scores, actions and
-# texts are the same, but a room lists its objects in another order (it follows the JVM's identity hashes: any JVM
-# option or build reorders them; the benchmark protocol compares observations' lines in any order, and so do the
-# tests). Not the product's default: on long episodes and gold-path generation the default JIT is faster.
+# (5 episodes: 24.5 -> 13.2 CPU-s; test_sand's real-state build 180 -> 94 s), and the simulator's scores, actions
+# and texts are the same, objects listed in the same order (benchmark.jvm_options' constant identity hash makes
+# that order independent of JIT and GC options; under HotSpot's default hash these options reordered them). Not the
+# product's default: on long episodes and gold-path generation the default JIT is faster.
 # Every JVM a test starts inherits it (env workers, Ray workers, subprocesses); py4j sends the JVM's
 # "Picked up JAVA_TOOL_OPTIONS" line to /dev/null. Set JAVA_TOOL_OPTIONS yourself to run them otherwise.
 TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"

@@ -8,14 +8,13 @@ sent SIGINT at the same point (exit 130) and run again. The HF backend seeds a b
 with ``env.batch_episodes`` false (the default) it is asked for one request per call: what an episode samples
 never depends on which episodes are live beside it.
 
-The JVMs here run with ``-XX:hashCode=2`` (HotSpot: every identity hash is 1). ScienceWorld lists a room's objects
-in the order of its hash sets of objects that keep Java's identity hash (``EnvObject`` overrides ``equals``, not
-``hashCode``), and HotSpot draws identity hashes from a per-thread generator seeded as threads are made: the same
-episode in a fresh JVM listed ``find-non-living-thing`` 225's paint cups in another order once, in a CI run under
-load (2026-12-03), and this test failed on the prompt's bytes, not on anything of ours. With a constant identity
-hash the order is the objects' insertion order, the same in every JVM (measured: four load histories that gave
-four orders without the option give one with it; 67 gold steps took 8.3 s, 71 with it 7.8 s). The product's
-JVMs keep HotSpot's default (docs/configuration.md "What repeats" says so).
+The JVMs run with the product's default ``benchmark.jvm_options`` (``-XX:hashCode=2``, HotSpot: every identity hash
+is 1). ScienceWorld lists a room's objects in the order of its hash sets of objects that keep Java's identity hash
+(``EnvObject`` overrides ``equals``, not ``hashCode``), and HotSpot's default draws identity hashes from a per-thread
+generator seeded as threads are made: before that default, the same episode in a fresh JVM listed
+``find-non-living-thing`` 225's paint cups in another order once, in a CI run under load (2026-12-03), and this test
+failed on the prompt's bytes. With a constant identity hash the order is the objects' insertion order, the same in
+every JVM (measured: four load histories that gave four orders without the option give one with it).
 """
 
 import json
@@ -76,10 +75,7 @@ def _wait_for_a_finished_episode(proc: subprocess.Popen, out: Path) -> None:
     raise AssertionError(f"no episode finished (exit {proc.poll()})")
 
 
-JVM_FIXED_HASH = "-XX:+UnlockExperimentalVMOptions -XX:hashCode=2"
-ENV = dict(
-    os.environ, OMP_NUM_THREADS="1", JAVA_TOOL_OPTIONS=f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {JVM_FIXED_HASH}"
-)
+ENV = dict(os.environ, OMP_NUM_THREADS="1")
 
 
 def test_a_killed_env_worker_or_a_ctrl_c_and_rerun_give_the_uninterrupted_episodes(eval_cmd, tmp_path):

@@ -7,7 +7,12 @@ Experts take the official gold action sequence (``load(..., generateGoldPath=Tru
 plain load of the same episode (what a policy plays: a gold-path load simulates differently) and
 record, before each action, the observation and the env's full valid-action list. Every episode runs
 in a fresh JVM (``fresh_env_per_episode``), because the simulator's outcomes depend on what the JVM
-ran before (a few tasks, e.g. grow-fruit, stay random in the simulator itself). Gold
+ran before (a few tasks, e.g. grow-fruit, stay random in the simulator itself). Every JVM starts with
+``jvm_options`` (default: a constant identity hash, ``-XX:hashCode=2``): the simulator keeps objects in hash sets
+that use Java's identity hash, so the order a room lists its objects in, and the choices of the gold agent, follow
+the identity hashes, which HotSpot draws per thread as threads are made, a matter of timing. With a constant hash
+that order is the order the program made the objects in: the same in every JVM, whatever it ran before, its JIT
+and GC options or the load on the machine (:class:`Simulator` says what was measured). Gold
 actions are spelled more fully than the valid list spells them ("focus on thermometer in inventory"
 vs "focus on thermometer"), so each gold action not in the list verbatim goes through
 :func:`find_alias`. Under the ``easy`` simplification the gold path still opens doors that are
@@ -20,11 +25,13 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nemo_act.benchmarks.base import Observation
 from nemo_act.config.schema import BenchmarkConfigBase
@@ -47,12 +54,52 @@ class ScienceWorldConfig(BenchmarkConfigBase):
     fresh_env_per_episode: bool = Field(
         description="Start every episode in a fresh JVM: outcomes then do not depend on earlier episodes."
     )
+    jvm_options: list[str] = Field(
+        description="Options of every ScienceWorld JVM (after JAVA_TOOL_OPTIONS, so these win). The default, a "
+        "constant identity hash, makes observations and gold paths a function of (task, variation); [] = HotSpot's "
+        "defaults, under which they follow thread timing (docs/benchmarks.md)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_run_configs(cls, value: Any) -> Any:
+        """A run's config written before 2026-12-04 has no ``jvm_options``: its JVMs ran with HotSpot's defaults."""
+        if isinstance(value, dict) and "jvm_options" not in value:
+            value = {**value, "jvm_options": []}
+        return value
 
 
 SOURCE = "scienceworld-gold"
 # Env answers that mean the action changed nothing but the clock (gold steps the easy simplification made moot).
 NOOP_OBSERVATIONS = ("The door is already open.",)
 _FILLER = frozenset({"in", "on", "the", "a", "an", "inventory"})
+
+
+_LAUNCH = threading.Lock()  # the JVM options reach py4j's launcher through its module; one start at a time
+
+
+@contextmanager
+def jvm_options(options: Sequence[str]) -> Iterator[None]:
+    """ScienceWorld JVMs started in this block get ``options`` on their command line.
+
+    ``ScienceWorldEnv`` (scienceworld 1.2.3, ``scienceworld.py:46``) starts its JVM with py4j's ``launch_gateway``
+    and no ``javaopts``; the name it calls is wrapped here for the block, so only the JVMs this block starts get the
+    options, not other Java programs of the process (``JAVA_TOOL_OPTIONS`` would reach them all), and the options
+    stand after whatever ``JAVA_TOOL_OPTIONS`` holds, so they win over it.
+    """
+    import scienceworld.scienceworld as sw
+
+    with _LAUNCH:
+        launch = sw.launch_gateway
+
+        def with_options(*args: Any, **kwargs: Any) -> Any:
+            return launch(*args, **{**kwargs, "javaopts": [*options, *kwargs.get("javaopts", [])]})
+
+        sw.launch_gateway = with_options
+        try:
+            yield
+        finally:
+            sw.launch_gateway = launch
 
 
 class Simulator:
@@ -64,7 +111,12 @@ class Simulator:
     every fresh-JVM replay gave the same score. With ``fresh_env_per_episode`` each
     :meth:`episode` restarts the JVM (about 1 s), so an episode no longer depends on earlier ones. A few
     tasks are random in the simulator itself (grow-fruit 94's recorded actions replayed to 100, 100,
-    100, 50 in fresh JVMs). Other attributes (``reset``, ``step``, ``get_*``) are the current env's.
+    100, 50 in fresh JVMs). Those runs used HotSpot's default identity hash; with the constant one
+    (``jvm_options``' default) the gold replays of five demo episodes gave the same trajectories, byte for byte, in
+    fresh JVMs, in one JVM that played them four times over, and under the tests' JIT and GC options, where with the
+    default hash the one JVM gave another trajectory almost every time (``chemistry-mix-paint-secondary-color`` 19:
+    26 steps there, 22 in fresh JVMs) and the tests' options other ones again. Other attributes (``reset``,
+    ``step``, ``get_*``) are the current env's.
     """
 
     def __init__(self, cfg: ScienceWorldConfig) -> None:
@@ -74,7 +126,8 @@ class Simulator:
     def _start(self):
         from scienceworld import ScienceWorldEnv
 
-        return ScienceWorldEnv("", envStepLimit=self.cfg.env_step_limit)
+        with jvm_options(self.cfg.jvm_options):
+            return ScienceWorldEnv("", envStepLimit=self.cfg.env_step_limit)
 
     def episode(self, task: str, variation: int, gold_path: bool = False) -> None:
         """Load an episode (in a fresh JVM when the config says so); call ``reset`` next."""

@@ -8,12 +8,13 @@ tasks of ``tests/conftest.py``'s ``SW_FAST_TASKS`` (10 states), as ``nemo-act ex
 learns its merges from it (as the demo's does from its experts): benchmark text then takes ~3.4x fewer tokens
 than with merges from the prompt templates alone, and every tiny-model test runs on shorter sequences.
 ``tests/test_scienceworld.py::test_the_committed_experts_are_what_a_collection_makes`` collects them afresh and
-compares the bytes, on the JVM that made them (``sw_experts.java.txt``; elsewhere it skips, and
+compares the bytes, on the JDK that made them (``sw_experts.java.txt``; elsewhere it skips, and
 ``test_gold_experts_replay_to_100`` checks the asset still replays to 100). ScienceWorld lists a room's objects in
-the order of the JVM's identity hashes, which any JVM option or build changes, and the gold path's choices with
-it (measured: ``-XX:+UseSerialGC`` alone reorders the objects and the gold path focuses on the chair instead of
-the steel table; the same JVM and options give the same bytes every run), so the asset is made with the JVM's
-defaults, as ``nemo-act experts`` runs it. Run this script again when that test fails because the adapter
+the order of the JVM's identity hashes, and the gold path's choices follow it; the benchmark's ``jvm_options``
+(a constant identity hash) make that order the order the program made the objects in, so JVM options such as the
+tests' JIT and GC settings no longer change the bytes (before that option, ``-XX:+UseSerialGC`` alone made the gold
+path focus on the chair instead of the steel table). The asset is made as ``nemo-act experts`` makes it, with
+whatever ``JAVA_TOOL_OPTIONS`` the caller has. Run this script again when that test fails because the adapter
 changed (say why in the commit), not to make a failure go away.
 """
 
@@ -32,26 +33,18 @@ SW_FAST_TASKS = ["lifespan-longest-lived", "find-non-living-thing"]  # tests/con
 
 
 def java_version() -> str:
-    """The first line of ``java -version`` (the JVM whose object order the bytes follow)."""
-    res = subprocess.run(["java", "-version"], capture_output=True, text=True, env=_default_jvm_env(), check=True)
+    """The first line of ``java -version`` (the JDK that made the asset)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_TOOL_OPTIONS"}  # no "Picked up ..." line first
+    res = subprocess.run(["java", "-version"], capture_output=True, text=True, env=env, check=True)
     return res.stderr.splitlines()[0].strip()
 
 
-def _default_jvm_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "JAVA_TOOL_OPTIONS"}
-
-
 def make_sw_experts(out: Path) -> Path:
-    """Collect the ScienceWorld experts into ``out`` (a file; its manifest beside it) with the JVM's defaults."""
+    """Collect the ScienceWorld experts into ``out`` (a file; its manifest beside it) as ``nemo-act experts`` does."""
     from nemo_act.config import load_config
     from nemo_act.steps.experts import collect_experts
 
-    saved = os.environ.pop("JAVA_TOOL_OPTIONS", None)  # the tests' JVM options reorder objects (see above)
-    try:
-        collect_experts(load_config(), "test", out, tasks=SW_FAST_TASKS, max_variations=1, workers=1, progress=False)
-    finally:
-        if saved is not None:
-            os.environ["JAVA_TOOL_OPTIONS"] = saved
+    collect_experts(load_config(), "test", out, tasks=SW_FAST_TASKS, max_variations=1, workers=1, progress=False)
     return out
 
 
