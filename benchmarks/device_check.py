@@ -37,6 +37,8 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -300,34 +302,63 @@ def megatron(args: argparse.Namespace) -> dict[str, Any]:
     return _write(args.out, "megatron", result)
 
 
-def _vllm_rate(args: argparse.Namespace, prompts: list[list[int]], step_call: int) -> dict[str, Any]:
+class StepFailed(SystemExit):
+    """A part stopped at a named step: its message is the part's last line."""
+
+
+@contextmanager
+def _step(part: str, name: str, out: Path, measured: dict[str, Any]) -> Iterator[None]:
+    """Run one step of a part; on failure write what was measured so far and end with one line naming the step."""
+    try:
+        yield
+    except Exception as err:
+        why = (str(err).strip().splitlines() or [""])[-1]
+        measured["failed"] = f"{name}: {type(err).__name__}: {why}"
+        _write(out, part, measured)
+        raise StepFailed(f"{part}: failed at {name}: {type(err).__name__}: {why}") from err
+
+
+def _vllm_rate(args: argparse.Namespace, prompts: list[list[int]], step_call: int, part: str) -> dict[str, Any]:
+    """The rate of vLLM's offline engine.
+
+    Its version and the engine's arguments are printed before ``LLM(...)`` starts, so a start-up that fails still
+    says what it tried; each later step is named when it fails.
+    """
     import vllm
     from vllm import LLM, SamplingParams
 
     tmp = Path(tempfile.mkdtemp(prefix="device-rate-"))
     _qwen3_config(SHAPE_8B, tied=False).save_pretrained(tmp)  # Qwen3-8B's output layer is its own
+    engine = {"model": str(tmp), "load_format": "dummy", "skip_tokenizer_init": True, "dtype": "bfloat16", "seed": 0,
+              "max_model_len": args.prompt_tokens + args.completion + 64, "gpu_memory_utilization": 0.85}  # fmt: skip
+    invariant = os.environ.get("VLLM_BATCH_INVARIANT", "0")
+    print(f"{part}: vLLM {vllm.__version__}, VLLM_BATCH_INVARIANT={invariant}, Qwen3-8B shape with dummy weights, "
+          f"LLM({json.dumps(engine)})", flush=True)  # fmt: skip
+    measured: dict[str, Any] = {"engine": f"vllm {vllm.__version__}", "batch_invariant": invariant}
     t = time.perf_counter()
-    llm = LLM(model=str(tmp), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16", seed=0,
-              max_model_len=args.prompt_tokens + args.completion + 64, gpu_memory_utilization=0.85)  # fmt: skip
-    startup = time.perf_counter() - t
+    with _step(part, "LLM(...) start-up", args.out, measured):
+        llm = LLM(**engine)
+    measured["startup_s"] = round(time.perf_counter() - t, 1)
     loaded = llm.llm_engine.model_config.architecture  # "the architecture vllm actually used" (config/model.py:778)
-    print(f"rate: vLLM {vllm.__version__}, model class {loaded}", flush=True)  # the first line: what runs
+    measured["model"] = f"Qwen3-8B shape, dummy weights, {loaded}"
+    print(f"{part}: started in {measured['startup_s']} s, model class {loaded}", flush=True)
     sampling = SamplingParams(max_tokens=args.completion, ignore_eos=True, detokenize=False, temperature=1.0)
     batch = [{"prompt_token_ids": p} for p in prompts]
-    llm.generate(batch[:2], sampling, use_tqdm=False)  # warm-up
+    with _step(part, "warm-up generate (2 requests)", args.out, measured):
+        llm.generate(batch[:2], sampling, use_tqdm=False)
     t = time.perf_counter()
-    outs = llm.generate(batch, sampling, use_tqdm=False)
-    wall = time.perf_counter() - t
+    with _step(part, f"generate ({len(batch)} requests)", args.out, measured):
+        outs = llm.generate(batch, sampling, use_tqdm=False)
+    measured["wall_s"] = round(time.perf_counter() - t, 2)
+    measured["generated"] = sum(len(o.outputs[0].token_ids) for o in outs)
     t = time.perf_counter()
-    llm.generate(batch[:step_call], sampling, use_tqdm=False)
-    call = time.perf_counter() - t
-    generated = sum(len(o.outputs[0].token_ids) for o in outs)
-    return {"engine": f"vllm {vllm.__version__}", "model": f"Qwen3-8B shape, dummy weights, {loaded}",
-            "startup_s": round(startup, 1),
-            "wall_s": round(wall, 2), "generated": generated, "step_call_s": round(call, 2)}  # fmt: skip
+    with _step(part, f"one env step's call ({step_call} requests)", args.out, measured):
+        llm.generate(batch[:step_call], sampling, use_tqdm=False)
+    measured["step_call_s"] = round(time.perf_counter() - t, 2)
+    return measured
 
 
-def _hf_rate(args: argparse.Namespace, prompts: list[list[int]], step_call: int) -> dict[str, Any]:
+def _hf_rate(args: argparse.Namespace, prompts: list[list[int]], step_call: int, part: str) -> dict[str, Any]:
     import torch
 
     device = _device(args.smoke)
@@ -354,10 +385,16 @@ def _hf_rate(args: argparse.Namespace, prompts: list[list[int]], step_call: int)
             "generated": len(prompts) * args.completion, "step_call_s": round(generate(step_call), 2)}  # fmt: skip
 
 
-def rate(args: argparse.Namespace) -> dict[str, Any]:
-    """Requests/s of one generation engine on the 8B recipe's request shape."""
+def rate(args: argparse.Namespace, invariant: bool = False) -> dict[str, Any]:
+    """Requests/s of one generation engine on the 8B recipe's request shape.
+
+    ``invariant`` (the ``rate-invariant`` part): the same with vLLM's batch invariance on (``VLLM_BATCH_INVARIANT=1``
+    in this process only, as ``generation.vllm.batch_invariant`` sets it in the data steps' engine actors), so the
+    summary can say what it costs.
+    """
     import random
 
+    part = "rate-invariant" if invariant else "rate"
     if args.smoke:
         args.requests, args.prompt_tokens, args.completion = 4, 48, 8
     try:
@@ -366,22 +403,36 @@ def rate(args: argparse.Namespace) -> dict[str, Any]:
         measure = _hf_rate if args.smoke else _vllm_rate
     except ImportError:
         measure = _hf_rate
+    if invariant and measure is _hf_rate:
+        return _write(args.out, part, {"skipped": "batch invariance is vLLM's: vLLM does not run here"})
+    if invariant:
+        os.environ["VLLM_BATCH_INVARIANT"] = "1"  # vLLM reads it when the engine starts (vllm/envs.py:521)
     rng = random.Random(0)
     vocab = (SMOKE if args.smoke else SHAPE)["vocab"]
     prompts = [[rng.randrange(1, vocab) for _ in range(args.prompt_tokens)] for _ in range(args.requests)]
     step_call = min(16, args.requests)
-    result = measure(args, prompts, step_call)
+    result = measure(args, prompts, step_call, part)
     result |= {"requests": args.requests, "prompt_tokens": args.prompt_tokens, "new_tokens": args.completion,
                "requests_per_s": round(args.requests / result["wall_s"], 3),
                "output_tokens_per_s": round(result["generated"] / result["wall_s"]), "step_call": step_call,
                "peak_gb": _peak_gb(_device(args.smoke))}  # fmt: skip
-    return _write(args.out, "rate", result)
+    return _write(args.out, part, result)
+
+
+def batch_invariance_cost(out: Path) -> str | None:
+    """One line: output tokens/s of the rate part with and without batch invariance (None until both ran)."""
+    try:
+        off = json.loads((out / "rate.json").read_text())["output_tokens_per_s"]
+        on = json.loads((out / "rate-invariant.json").read_text())["output_tokens_per_s"]
+    except (OSError, KeyError, ValueError):
+        return None
+    return f"batch invariance: {on} output tokens/s with, {off} without ({on / off:.2f}x)"
 
 
 def summary(args: argparse.Namespace) -> dict[str, Any]:
     """Print every part's result found in ``--out`` as one Markdown table."""
     rows = []
-    for part in ("probe", "rate", "hf", "act", "megatron"):
+    for part in ("probe", "rate", "rate-invariant", "hf", "act", "megatron"):
         path = args.out / f"{part}.json"
         if not path.exists():
             rows.append(f"| {part} | not run or failed (see its log in {args.out}) |")
@@ -394,13 +445,15 @@ def summary(args: argparse.Namespace) -> dict[str, Any]:
         else:
             rows.append(f"| {part} | " + ", ".join(f"{k} {v}" for k, v in data.items()) + " |")
     print("| part | result |\n|---|---|\n" + "\n".join(rows))
+    if cost := batch_invariance_cost(args.out):
+        print(f"\n{cost}")
     return {}
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one part."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("part", choices=["probe", "rate", "hf", "act", "megatron", "summary"])
+    p.add_argument("part", choices=["probe", "rate", "rate-invariant", "hf", "act", "megatron", "summary"])
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "device_check_out"))
     p.add_argument("--smoke", action="store_true", help="tiny shape on the CPU (CI)")
     p.add_argument("--steps", type=int, default=5)
@@ -411,7 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompt-tokens", type=int, default=3000, help="rate: tokens per prompt (an ALFWorld step)")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak of the GPU")
     args = p.parse_args(argv)
-    parts = {"probe": probe, "rate": rate, "hf": hf, "act": act, "megatron": megatron, "summary": summary}
+    parts = {"probe": probe, "rate": rate, "rate-invariant": lambda a: rate(a, invariant=True), "hf": hf, "act": act,
+             "megatron": megatron, "summary": summary}  # fmt: skip
     parts[args.part](args)
     return 0
 

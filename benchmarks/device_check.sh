@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The prepared device check for a lent single GPU (an H200: no internet, torch + transformers preinstalled,
 # at most 64 MiB carried). Run from the repository root; results land in $OUT (default ./device_check_out):
-#   bash benchmarks/device_check.sh            # about 8-11 minutes; each part has its own time limit
+#   bash benchmarks/device_check.sh            # about 10-14 minutes; each part has its own time limit
 # Parts (benchmarks/device_check.py has the details), each in its own process so one failure or hang
 # costs only its own budget:
 #   probe     CUDA, bf16, and which of TE, Megatron-Core, flash-attn, vLLM, TRL, datasets, NeMo-RL import
 #   rate      requests/s of one vLLM engine (Qwen3-8B shape, dummy weights; 3k-token prompts, 256 new tokens):
 #             generation.engine_rate of the cluster layout (HF on the 0.6B shape when vLLM is missing, flagged)
+#   rate-invariant  the same with VLLM_BATCH_INVARIANT=1 (generation.vllm.batch_invariant): what it costs
 #   hf        fwd+bwd of a random Qwen3-0.6B-shaped model in bf16 (transformers): tokens/s, MFU, peak memory
 #   act       ACT GRPO steps of the local engine (TRL) on that shape in bf16: step time, tokens/s, peak memory
 #   megatron  fwd+bwd of the same shape as a Megatron-Core GPTModel (TE layers if TE imports): tokens/s, MFU
@@ -41,6 +42,7 @@ part() {  # part NAME SECONDS [ARGS...]
 
 part probe 90
 part rate 240 --requests 256 --prompt-tokens 3000 --completion 256
+part rate-invariant 240 --requests 256 --prompt-tokens 3000 --completion 256
 part hf 150 --steps 5 --batch 4 --seq 4096
 part act 240 --steps 3 --completion 256
 part megatron 150 --steps 5 --batch 4 --seq 4096

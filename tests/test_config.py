@@ -228,6 +228,12 @@ def test_a_run_config_written_before_the_newer_keys_still_loads_as_it_ran(tmp_pa
     cluster = load_config(overrides=["engine=nemo_rl"]).model_dump(mode="json")
     del cluster["engine"]["nemo_rl_commit"]  # and before the commit was pinned
     assert ExperimentConfig.model_validate(cluster).engine.nemo_rl_commit is None
+    # before 2026-12-04: ScienceWorld's JVMs ran with HotSpot's defaults, batch invariance was the job's variable
+    vllm = load_config(overrides=["generation=vllm"]).model_dump(mode="json")
+    del vllm["benchmark"]["jvm_options"], vllm["generation"]["vllm"]["batch_invariant"]
+    older = ExperimentConfig.model_validate(vllm)
+    assert older.benchmark.jvm_options == [] and older.generation.vllm.batch_invariant is False
+    assert load_config().benchmark.jvm_options == ["-XX:+UnlockExperimentalVMOptions", "-XX:hashCode=2"]
 
 
 def test_the_engine_block_is_checked_against_the_engine_s_own_settings():

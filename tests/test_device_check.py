@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_device_check_script_parses_and_its_parts_run_on_a_tiny_shape(tmp_path):
     assert subprocess.run(["bash", "-n", str(REPO / "benchmarks" / "device_check.sh")]).returncode == 0
-    for part in ("probe", "rate", "hf", "act"):
+    for part in ("probe", "rate", "rate-invariant", "hf", "act"):
         res = subprocess.run(
             [sys.executable, "benchmarks/device_check.py", part, "--smoke", "--out", str(tmp_path)],
             cwd=REPO, capture_output=True, text=True, timeout=600,
@@ -26,6 +26,9 @@ def test_device_check_script_parses_and_its_parts_run_on_a_tiny_shape(tmp_path):
     assert probe["packages"]["torch"] and probe["packages"]["trl"] and probe["gpu"] is None
     rate = json.loads((tmp_path / "rate.json").read_text())
     assert rate["engine"].startswith("hf") and rate["requests_per_s"] > 0 and rate["generated"] == 4 * 8
+    assert json.loads((tmp_path / "rate-invariant.json").read_text())["skipped"].startswith(
+        "batch invariance is vLLM's"
+    )
     hf = json.loads((tmp_path / "hf.json").read_text())
     assert hf["tokens_per_s"] > 0 and hf["seq"] == 64
     act = json.loads((tmp_path / "act.json").read_text())
@@ -61,3 +64,51 @@ def test_the_rate_parts_model_config_loads_as_a_causal_lm(tmp_path):
     assert type(model).__name__ == "Qwen3ForCausalLM" and model.config.tie_word_embeddings is False
     params = sum(p.numel() for p in model.parameters())
     assert 8.0e9 < params < 8.4e9  # Qwen3-8B: 8.2B parameters
+
+
+# vLLM's offline API as the rate part calls it, standing in where vLLM cannot run (no GPU): ``LLM(...)`` fails at start
+# the way vLLM 0.20.0 does when the GPU is not free enough (``vllm/v1/worker/utils.py:412-419``, ``request_memory``,
+# its message word for word); ``__version__`` as ``vllm/version.py`` exports it.
+STAND_IN_VLLM = """
+__version__ = "0.20.0"
+
+
+class SamplingParams:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+
+class LLM:
+    def __init__(self, **kwargs):
+        raise ValueError(
+            "Free memory on device cuda:0 (10.05/139.81 GiB) on startup is less than desired GPU memory "
+            "utilization (0.85, 118.84 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
+            "processes."
+        )
+"""
+
+
+def test_a_vllm_engine_that_fails_to_start_says_what_it_tried_and_where_it_stopped(tmp_path):
+    """The rate part prints vLLM's version and the engine's arguments before ``LLM(...)``, so a lent GPU's minutes
+    are not lost to a traceback with no version line (before, both came only after ``LLM(...)`` returned); the
+    failure is one last line naming the step, and ``rate.json`` says where it stopped."""
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "__init__.py").write_text(STAND_IN_VLLM)
+    out = tmp_path / "out"
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+    res = subprocess.run(
+        [sys.executable, "benchmarks/device_check.py", "rate", "--out", str(out), "--requests", "4",
+         "--prompt-tokens", "16", "--completion", "4"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert res.returncode == 1
+    first = res.stdout.splitlines()[0]
+    assert first.startswith("rate: vLLM 0.20.0, VLLM_BATCH_INVARIANT=0, Qwen3-8B shape with dummy weights, LLM(")
+    assert '"gpu_memory_utilization": 0.85' in first and '"load_format": "dummy"' in first
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("rate: failed at LLM(...) start-up: ValueError: Free memory on device cuda:0"), last
+    written = json.loads((out / "rate.json").read_text())
+    assert written["failed"].startswith("LLM(...) start-up: ValueError") and written["engine"] == "vllm 0.20.0"
+    table = subprocess.run([sys.executable, "benchmarks/device_check.py", "summary", "--out", str(out)], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "| rate | engine vllm 0.20.0, batch_invariant 0, failed LLM(...) start-up: ValueError" in table

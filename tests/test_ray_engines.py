@@ -333,3 +333,126 @@ def test_sand_round_two_runs_policy_and_critic_on_a_share_of_the_engines_each(
     assert sorted(made) == sorted([(str(round_one), 1), (str(tiny_model_dir), 1)])
     assert audit.is_file() and len(audit.read_text().splitlines()) == len(trajs[0].steps)
     assert ray_pool.live_pools() == [] and ray.available_resources().get("CPU", 0) == ENGINES
+
+
+class EnvProbe:
+    """An engine that reports what its actor's environment says of the accelerators."""
+
+    name = "env-probe"
+
+    def generate(self, requests, n, sampling, seed) -> list[list[str]]:
+        seen = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"), "ray_gpus": ray.get_gpu_ids()}
+        return [[json.dumps(seen)] * n for _ in requests]
+
+
+@pytest.mark.parametrize(("driver", "gpus"), [("1", 0), ("1,3", 1)])
+def test_engine_actors_get_the_gpus_ray_gave_them_not_the_drivers(local_ray, monkeypatch, driver, gpus):
+    """A driver started on a subset of a node's GPUs (an ``srun`` step: ``CUDA_VISIBLE_DEVICES=1``) hands its actors
+    its environment (``actor_env``). Measured with Ray 2.60 here before ``actor_env`` dropped the variable: an actor
+    that holds no GPU kept the driver's list ('1'), which is what a tensor-parallel vLLM engine's actor is
+    (``num_gpus=0``, with ``RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES``), and vLLM's Ray workers inherit that
+    actor's ``runtime_env``; a one-GPU actor got Ray's GPU here (ray-project/ray#66400 reports Ray leaving a
+    ``runtime_env`` value alone). Now no actor receives the driver's list, and an engine on one of Ray's (logical)
+    GPUs sees the one Ray placed it on."""
+    from nemo_act.generation import GenerationRequest
+    from nemo_act.generation.ray_pool import EnginePool, accelerator_variables, actor_env
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", driver)
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", driver)
+    pool = EnginePool(EnvProbe, 2, 1024, {"CPU": 0.5, "GPU": gpus}, 1, split="even")
+    try:
+        requests = [GenerationRequest(key=f"s{i}", messages=[]) for i in range(2)]
+        seen = [json.loads(r[0]) for r in pool.generate(requests, 1, load_config().pairs.sampling, 0)]
+    finally:
+        pool.close()
+    for s in seen:
+        assert s["CUDA_VISIBLE_DEVICES"] != driver
+        if gpus:
+            assert len(s["ray_gpus"]) == 1 and s["CUDA_VISIBLE_DEVICES"] == str(s["ray_gpus"][0])
+        else:
+            assert s["ray_gpus"] == [] and not s["CUDA_VISIBLE_DEVICES"]
+    if gpus:
+        assert len({s["CUDA_VISIBLE_DEVICES"] for s in seen}) == 2  # two engines, two GPUs
+    assert {"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"} <= accelerator_variables()  # Ray's own list
+    assert not accelerator_variables() & set(actor_env())
+
+
+CHATTY = """
+class Chatty:
+    name = "chatty"
+
+    def __init__(self):
+        print("chatty engine loading", flush=True)
+
+    def generate(self, batch, n, sampling, seed):
+        print(f"chatty engine answers {len(batch)} request(s)", flush=True)
+        return [["<action>look around</action>"] * n for _ in batch]
+
+
+class Broken:
+    name = "broken"
+
+    def __init__(self):
+        raise RuntimeError("no such model: org/missing")
+
+
+class ChattyEnv:
+    def __init__(self):
+        print("chatty env built", flush=True)
+
+    def close(self):
+        pass
+"""
+
+DRIVER = """
+import sys, time
+from pathlib import Path
+from chatty import Broken, Chatty, ChattyEnv
+from nemo_act.config import load_config
+from nemo_act.evaluation.ray_env_pool import RayEnvPool
+from nemo_act.generation.base import GenerationRequest
+from nemo_act.generation.ray_pool import EnginePool, EngineError
+
+log = Path(sys.argv[1])
+pool = EnginePool(Chatty, 2, 2, {"CPU": 0.5}, 1, split="even")
+pool.generate([GenerationRequest(key=f"k{i}", messages=[]) for i in range(4)], 1, load_config().pairs.sampling, 0)
+pool.close()
+try:
+    EnginePool(Broken, 1, 2, {"CPU": 0.5}, 1)
+except EngineError as err:
+    print(f"driver: {err}", flush=True)
+envs = RayEnvPool(ChattyEnv, 1, 1)
+deadline = time.time() + 60  # Ray's log monitor forwards actors' lines within a second or so
+while time.time() < deadline and "chatty env built" not in log.read_text():
+    time.sleep(0.2)
+envs.close()
+"""
+
+
+def test_engine_and_env_actor_output_reaches_the_drivers_log(tmp_path):
+    """What engines and env workers print, and the traceback of an engine that cannot be built, reach the driver's
+    output (on a Slurm job, ``pipeline.log``), each line under the actor's label and node, with no colour codes in a
+    file; the driver raises one line naming the failure. Before, Ray ran with ``log_to_driver=False`` and all of it
+    stayed in Ray's session folder on the actor's node. A real driver process with its stdout in a file, a local Ray
+    cluster of its own (:func:`nemo_act.generation.ray_pool.connect`), real actors."""
+    import socket
+
+    (tmp_path / "chatty.py").write_text(CHATTY)
+    (tmp_path / "driver.py").write_text(DRIVER)
+    log = tmp_path / "pipeline.log"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    env.pop("RAY_ADDRESS", None)
+    with log.open("w") as out:
+        res = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(log)], stdout=out,
+                             stderr=subprocess.STDOUT, env=env, timeout=300)  # fmt: skip
+    text = log.read_text()
+    assert res.returncode == 0, text[-3000:]
+    node = socket.gethostname()
+    lines = text.splitlines()
+    assert any(line.startswith(f"(engine 0 on {node} pid=") and "chatty engine loading" in line for line in lines)
+    assert any(line.startswith(f"(engine 1 on {node} pid=") and "chatty engine answers 2" in line for line in lines)
+    assert any(line.startswith(f"(env worker 0 on {node} pid=") and "chatty env built" in line for line in lines)
+    broken = [line for line in lines if "no such model: org/missing" in line]
+    assert any(line.startswith(f"(engine 0 on {node} pid=") and "RuntimeError" in line for line in broken), broken
+    assert "driver: a generation engine of broken could not be built: RuntimeError: no such model: org/missing" in text
+    assert "\x1b[" not in text  # no colour codes in a file

@@ -93,13 +93,23 @@ class VLLMSettings(_Strict):
     gpu_memory_utilization: float = Field(gt=0, le=1)
 
 
+class GenerationVLLMSettings(VLLMSettings):
+    """The vLLM engines of the data steps (pairs, held-out selection, evaluation, the baselines' data)."""
+
+    batch_invariant: bool = Field(
+        description="Batch-invariant kernels (VLLM_BATCH_INVARIANT=1) in these engines' actors only: a request samples "
+        "the same tokens whatever it shares a forward pass with, at a cost in speed (docs/cluster.md). Never set for "
+        "the job: NeMo-RL's training workers and rollout engines would inherit it."
+    )
+
+
 class GenerationConfig(_Strict):
     """Generation backend that turns prompts into sampled text."""
 
     backend: Literal["hf", "vllm"]
     batch_size: int = Field(gt=0, description="Prompts per generate call.")
     device: str = Field(description="'auto', 'cpu', 'cuda', 'cuda:1', ...")
-    vllm: VLLMSettings | None = Field(description="vLLM engine settings (backend vllm only).")
+    vllm: GenerationVLLMSettings | None = Field(description="vLLM engine settings (backend vllm only).")
     engines: int | Literal["auto"] = Field(
         description="Engines a data step spreads its batches over, as Ray actors (nemo_act/generation/ray_pool.py); "
         "1: one generator in the step's own process; auto: one per vllm.tensor_parallel GPUs of the Ray cluster."
@@ -548,6 +558,9 @@ class ExperimentConfig(_Strict):
                 value["env"] = {"lanes": 1, "batch_episodes": True, **value["env"]}  # (12-03): they shared calls
             if isinstance(value.get("pairs"), dict):  # and pairs.max_states: they paired every state
                 value["pairs"] = {"max_states": None, **value["pairs"]}
+            vllm = value.get("generation", {}).get("vllm") if isinstance(value.get("generation"), dict) else None
+            if isinstance(vllm, dict):  # and generation.vllm.batch_invariant (12-04): it was the job's variable
+                value["generation"] = {**value["generation"], "vllm": {"batch_invariant": False, **vllm}}
         if isinstance(value, dict) and isinstance(value.get("extensions"), list):
             stage_kinds.import_extensions(value["extensions"], "the config")
         return value

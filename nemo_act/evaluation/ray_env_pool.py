@@ -25,13 +25,26 @@ from typing import Any
 
 from nemo_act.evaluation.env_worker import Command, build_envs, run_commands
 from nemo_act.evaluation.pool import EnvPool
-from nemo_act.generation.ray_pool import actor_env, connect
+from nemo_act.generation.ray_pool import actor_env, actor_label, connect
 
 
 class _EnvActor:
-    """One env worker: ``n_envs`` envs, every call under the deadline (past it, the process ends)."""
+    """One env worker: ``n_envs`` envs, every call under the deadline (past it, the process ends).
 
-    def __init__(self, factory: Callable[[], Any], n_envs: int, call_timeout: float | None) -> None:
+    Built in two calls, ``_EnvActor(what)`` then :meth:`build` (its first task), so that the lines the envs print
+    while they start carry the actor's label on the driver's log (``(env worker 3 on node-12 pid=...)``, as
+    :class:`~nemo_act.generation.ray_pool.EnginePool`'s engines do).
+    """
+
+    def __init__(self, what: str) -> None:
+        self.label = actor_label(what)
+        self.envs: list[Any] = []
+        self.failure: tuple[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return self.label
+
+    def build(self, factory: Callable[[], Any], n_envs: int, call_timeout: float | None) -> None:
         self.envs, self.failure = build_envs(factory, n_envs, call_timeout)
 
     def run(self, msg: list[Command]) -> list[tuple[str, Any]]:
@@ -82,7 +95,8 @@ class RayEnvPool(EnvPool):
         self._why: dict[int, str] = {}
 
     def _start(self, w: int) -> None:
-        self._actors[w] = self._remote.remote(self._factory, self.envs_per_worker, self.call_timeout)
+        self._actors[w] = self._remote.remote(f"env worker {w}")
+        self._actors[w].build.remote(self._factory, self.envs_per_worker, self.call_timeout)  # first in its queue
 
     def _stop(self, w: int) -> str:
         import ray

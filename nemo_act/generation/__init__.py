@@ -56,8 +56,12 @@ def engine_resources(gen: GenerationConfig) -> dict[str, float]:
     return {"CPU": gen.engine_cpus, "GPU": float(gpus)}
 
 
-def engine_placement(gen: GenerationConfig) -> EnginePlacement:
+def engine_placement(gen: GenerationConfig, share: int = 1) -> EnginePlacement:
     """What one engine of an :class:`~nemo_act.generation.ray_pool.EnginePool` asks Ray for.
+
+    ``share``: how many models of the step share each GPU (:func:`open_generators`); each engine then asks for that
+    fraction of every GPU it takes, so Ray places the models' engines on the same GPUs (vLLM accepts a bundle of
+    under one GPU: its rule refuses only more than one).
 
     vLLM over several GPUs (``generation.vllm.tensor_parallel`` > 1) runs its tensor-parallel workers as Ray actors
     of its own (its ``ray`` executor), and vLLM refuses a placement group with a bundle of more than one GPU
@@ -70,20 +74,27 @@ def engine_placement(gen: GenerationConfig) -> EnginePlacement:
 
     Every vLLM engine gets NeMo-RL's two settings of its workers: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the engine
     core in the actor's process, ``vllm_worker.py:156``) and a ``VLLM_CACHE_ROOT`` of its own (``vllm_worker.py:
-    115-119``: vLLM issue 18851, engines sharing a compile cache).
+    115-119``: vLLM issue 18851, engines sharing a compile cache), and ``VLLM_BATCH_INVARIANT`` as
+    ``generation.vllm.batch_invariant`` says (``1`` or ``0``, over whatever the job's environment holds): the
+    setting reaches these actors, and the vLLM workers they start, only.
     """
     from nemo_act.generation.ray_pool import EnginePlacement
+    from nemo_act.generation.vllm import BATCH_INVARIANT
 
     resources = engine_resources(gen)
+    resources["GPU"] /= share
     if gen.backend != "vllm":
         return EnginePlacement.plain(resources)
+    assert gen.vllm is not None
     cache = os.environ.get("VLLM_CACHE_ROOT", os.path.expanduser("~/.cache/vllm"))
-    env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    tp = int(resources["GPU"])
+    env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", BATCH_INVARIANT: "1" if gen.vllm.batch_invariant else "0"}
+    tp = gen.vllm.tensor_parallel
     if tp <= 1:
         return EnginePlacement((resources,), resources, env, {"VLLM_CACHE_ROOT": cache})
-    bundles = ({"CPU": resources["CPU"], "GPU": 1.0},) + tuple({"GPU": 1.0} for _ in range(tp - 1))
+    bundles = ({"CPU": resources["CPU"], "GPU": 1.0 / share},) + tuple({"GPU": 1.0 / share} for _ in range(tp - 1))
     env["VLLM_RAY_BUNDLE_INDICES"] = ",".join(map(str, range(tp)))
+    if share > 1:  # each worker asks for VLLM_RAY_PER_WORKER_GPUS (default 1) on its bundle: ray_executor.py:152,210
+        env["VLLM_RAY_PER_WORKER_GPUS"] = repr(1.0 / share)
     env["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "1"
     return EnginePlacement(bundles, {"CPU": resources["CPU"], "GPU": 0.0}, env, {"VLLM_CACHE_ROOT": cache})
 
@@ -175,6 +186,7 @@ def make_generator(
     data: str | Path | None = None,
     engines: int | None = None,
     pooled: bool | None = None,
+    share: int = 1,
 ) -> Generator:
     """Build the generator for a policy name.
 
@@ -187,6 +199,8 @@ def make_generator(
             several models its share).
         pooled: Run in Ray actors even with one engine (None: with more than one): a model's share of a step
             whose engines are Ray's must not take a GPU in this process behind Ray's back.
+        share: Models that share this policy's GPUs (:func:`open_generators`): each vLLM engine takes that
+            fraction of ``generation.vllm.gpu_memory_utilization`` (:func:`memory_share`) and of each GPU in Ray.
 
     Returns:
         A generator: in this process, or spread over that many Ray actors. Close it (:func:`close_generator`)
@@ -207,17 +221,49 @@ def make_generator(
 
         actions = [s.action for t in read_jsonl(data, Trajectory) for s in t.steps]
         return DataGenerator(actions, cfg.prompt.max_candidate_chars)
-    factory = BackendFactory(policy, cfg)
+    factory = BackendFactory(policy, memory_share(cfg, share))
     engines = resolve_engines(cfg.generation) if engines is None else engines
-    if not (engines > 1 if pooled is None else pooled):
+    if cfg.generation.backend == "vllm":
+        from nemo_act.generation.vllm import job_batch_invariant
+
+        job_batch_invariant(os.environ)  # a value vLLM cannot read stops here, in one line, not in every engine
+    if not (engines > 1 if pooled is None else pooled) and not needs_actor(cfg.generation):
         return factory()
     from nemo_act.generation.ray_pool import EnginePool
 
     gen = cfg.generation
     split = "even" if seeded_per_request(gen) else "grid"
     return EnginePool(
-        factory, engines, gen.batch_size, engine_placement(gen), gen.in_flight, split=split, address=gen.ray_address
-    )
+        factory, engines, gen.batch_size, engine_placement(gen, share), gen.in_flight, split=split,
+        address=gen.ray_address,
+    )  # fmt: skip
+
+
+def memory_share(cfg: ExperimentConfig, share: int) -> ExperimentConfig:
+    """``cfg`` for one of ``share`` vLLM models on the same GPUs: ``gpu_memory_utilization`` divided among them.
+
+    vLLM's ``gpu_memory_utilization`` is a fraction of the whole GPU per engine ("if you have two vLLM instances
+    running on the same GPU, you can set the GPU memory utilization to 0.5 for each instance": vLLM 0.20.0
+    ``vllm/config/cache.py:66-73``), and an engine refuses to start unless that much is free
+    (``vllm/v1/worker/utils.py:403-420``, ``request_memory``, called at start in ``gpu_worker.py:283``): two models
+    at 0.85 each on one GPU stop the second. Chosen over refusing the step: a one-GPU user can run SAND, Agent-R
+    and a critic's reflection as they are, each model with u/m of the GPU (weights and KV cache must fit that share;
+    the engine says so at start when they do not). The HF backend allocates as it goes: unchanged.
+    """
+    gen = cfg.generation
+    if share <= 1 or gen.backend != "vllm" or gen.vllm is None:
+        return cfg
+    vllm = gen.vllm.model_copy(update={"gpu_memory_utilization": gen.vllm.gpu_memory_utilization / share})
+    return cfg.model_copy(update={"generation": gen.model_copy(update={"vllm": vllm})})
+
+
+def needs_actor(gen: GenerationConfig) -> bool:
+    """Whether even one engine runs in a Ray actor.
+
+    Batch invariance is set in the engine's environment only (:func:`engine_placement`), never in the step's own
+    process, whose environment an in-process engine would read.
+    """
+    return gen.backend == "vllm" and gen.vllm is not None and gen.vllm.batch_invariant
 
 
 def engine_shares(engines: int, models: int) -> list[int]:
@@ -244,16 +290,20 @@ def open_generators(cfg: ExperimentConfig, *policies: str, data: str | Path | No
 
     A step that runs two models at once (SAND and Agent-R: the current policy samples, the frozen initial one
     critiques) splits the step's engines between them (:func:`engine_shares`): two pools that each asked for every
-    GPU would leave the second waiting for the first's GPUs. Every pool opened here is closed, and its resources
-    waited for, when the block ends, so the next step or a training stage finds the GPUs free.
+    GPU would leave the second waiting for the first's GPUs. With one engine both models share its GPUs, each with
+    its share of the memory (:func:`memory_share`). Every pool opened here is closed, and its resources waited for,
+    when the block ends, so the next step or a training stage finds the GPUs free.
     """
     models = list(dict.fromkeys(p for p in policies if p not in NOT_MODELS))
     engines = resolve_engines(cfg.generation)
     shares = dict(zip(models, engine_shares(engines, len(models)), strict=True))
+    share = len(models) if engines == 1 and len(models) > 1 else 1
     with ExitStack() as stack:
         made: dict[str, Generator] = {}
         for policy in dict.fromkeys(policies):
-            made[policy] = make_generator(policy, cfg, data, engines=shares.get(policy), pooled=engines > 1)
+            made[policy] = make_generator(
+                policy, cfg, data, engines=shares.get(policy), pooled=engines > 1, share=share
+            )
             stack.callback(close_generator, made[policy])
         yield [made[p] for p in policies]
 
@@ -278,6 +328,8 @@ __all__ = [
     "engine_placement",
     "engine_resources",
     "engine_shares",
+    "memory_share",
+    "needs_actor",
     "held",
     "open_generators",
     "engines_summary",

@@ -41,6 +41,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,18 +50,46 @@ from typing import Any, Literal
 from nemo_act.config.schema import SamplingConfig
 from nemo_act.generation.base import GenerationRequest, Generator
 
+# The variables by which Ray tells each worker its accelerators, one per kind: every accelerator manager of Ray's
+# (ray/_private/accelerators/__init__.py: get_all_accelerator_managers; each manager's
+# get_visible_accelerator_ids_env_var, e.g. nvidia_gpu.py: CUDA_VISIBLE_DEVICES, amd_gpu.py: HIP_VISIBLE_DEVICES,
+# intel_gpu.py: ZE_AFFINITY_MASK, tpu.py: TPU_VISIBLE_CHIPS, neuron.py: NEURON_RT_VISIBLE_CORES, hpu.py:
+# HABANA_VISIBLE_MODULES, npu.py: ASCEND_RT_VISIBLE_DEVICES; Ray 2.60). Used where Ray's private module is missing.
+_RAY_ACCELERATOR_VARIABLES = (
+    "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "TPU_VISIBLE_CHIPS", "NEURON_RT_VISIBLE_CORES",
+    "HABANA_VISIBLE_MODULES", "ASCEND_RT_VISIBLE_DEVICES", "RBLN_DEVICES", "FURIOSA_DEVICES",
+    "QBRUNTIME_VISIBLE_DEVICES", "TT_VISIBLE_DEVICES",
+)  # fmt: skip
+
+
+def accelerator_variables() -> frozenset[str]:
+    """The per-process accelerator selection variables that Ray sets for each worker it places.
+
+    Read from Ray itself (each accelerator manager's ``get_visible_accelerator_ids_env_var``), so a Ray that knows
+    more kinds drops those too; the list above where that private API is missing.
+    """
+    try:
+        from ray._private.accelerators import get_all_accelerator_managers
+
+        names = {m.get_visible_accelerator_ids_env_var() for m in get_all_accelerator_managers()}
+    except (ImportError, AttributeError):
+        names = set(_RAY_ACCELERATOR_VARIABLES)
+    return frozenset(n for n in names if n)
+
 
 def actor_env() -> dict[str, str]:
-    """The environment an actor gets: the driver's.
+    """The environment an actor gets: the driver's, less what Ray owns per process.
 
     As NeMo-RL's ``init_ray`` hands its workers (``nemo_rl/distributed/virtual_cluster.py:199-203``): all of
-    ``os.environ`` but the one variable that would stop Ray from setting each actor's ``CUDA_VISIBLE_DEVICES``,
-    so PYTHONPATH, the offline hub and data paths (``ALFWORLD_DATA``) reach actors on every node whatever the
-    raylet was started with.
+    ``os.environ``, so PYTHONPATH, the offline hub and data paths (``ALFWORLD_DATA``) reach actors on every node
+    whatever the raylet was started with, but not the one variable that would stop Ray from setting each actor's
+    ``CUDA_VISIBLE_DEVICES``, nor the driver's own accelerator selection (:func:`accelerator_variables`): Ray does
+    not overwrite a ``CUDA_VISIBLE_DEVICES`` given in an actor's ``runtime_env`` (ray-project/ray#66400), so a
+    driver started on a subset of a node's GPUs (an ``srun`` step, a shared node) would hand every engine actor the
+    driver's GPU list instead of the GPU Ray placed it on, and vLLM an index out of range.
     """
-    env = dict(os.environ)
-    env.pop("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES", None)
-    return env
+    drop = accelerator_variables() | {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"}
+    return {k: v for k, v in os.environ.items() if k not in drop}
 
 
 PLACEMENT_TIMEOUT_S = 300.0
@@ -69,6 +98,10 @@ RELEASE_TIMEOUT_S = 120.0  # a closed pool's actors dead and its placement group
 
 class PlacementError(RuntimeError):
     """The Ray cluster cannot hold the engines a step asks for."""
+
+
+class EngineError(RuntimeError):
+    """A generation engine could not be built in its actor (the model, the backend): one line, the actor's log above."""
 
 
 @dataclass(frozen=True)
@@ -135,8 +168,14 @@ def connect(address: str | None, num_cpus: float) -> dict[str, float]:
     import ray
 
     if not ray.is_initialized():
+        if not sys.stdout.isatty():  # a log file (pipeline.log) gets Ray's actor prefixes without colour codes
+            os.environ.setdefault("RAY_COLOR_PREFIX", "0")
         address = address or os.environ.get("RAY_ADDRESS")
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        # actors' stdout and stderr reach the driver's (on a Slurm job: pipeline.log), each line prefixed with the
+        # actor and its node (actor_label: "engine 3 on node-12") and pid; Ray folds lines that repeat
+        # across actors but for their numbers ("[repeated 15x across cluster]", RAY_DEDUP_LOGS), so 16 engines'
+        # start-up logs cost one engine's lines on the console
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
         if address:
             ray.init(address=address, **kwargs)
         else:
@@ -149,12 +188,35 @@ def auto_engines(resources: dict[str, float], gpus_per_engine: int) -> int:
     return max(1, int(resources.get("GPU", 0)) // gpus_per_engine)
 
 
-class _Engine:
-    """One generator in its own Ray actor process."""
+def actor_label(what: str) -> str:
+    """An actor's name on the driver's log: ``engine 3 on node-12`` (Ray prints it before the pid, ``__repr__``)."""
+    import socket
 
-    def __init__(self, factory: Callable[[], Generator]) -> None:
-        self.generator = factory()
+    return f"{what} on {socket.gethostname()}"
+
+
+class _Engine:
+    """One generator in its own Ray actor process.
+
+    Built in two calls, ``_Engine(what)`` then :meth:`build`, so that what the backend prints while it loads (vLLM's
+    start-up, a traceback) already carries the actor's label: Ray prefixes a line with ``__repr__`` only once
+    ``__init__`` has returned (before that, the class name).
+    """
+
+    def __init__(self, what: str) -> None:
+        self.label = actor_label(what)
+
+    def __repr__(self) -> str:
+        return self.label
+
+    def build(self, factory: Callable[[], Generator]) -> tuple[str, int]:
+        try:
+            self.generator = factory()
+        except BaseException:
+            traceback.print_exc()  # on the driver's log under this engine's label, beside what the backend printed
+            raise
         self.name = self.generator.name
+        return self.where()
 
     def generate(self, batch: list[GenerationRequest], n: int, sampling: SamplingConfig, seed: int) -> list[list[str]]:
         return self.generator.generate(batch, n, sampling, seed)
@@ -248,12 +310,21 @@ class EnginePool:
                     pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True
                 ),
                 runtime_env={"py_executable": sys.executable, "env_vars": {**actor_env(), **placement.env_for(i)}},
-            ).remote(factory)
+            ).remote(f"engine {i}")
             for i, pg in enumerate(self._pgs)
         ]
         _LIVE.add(self)
         self.name = factory_name(factory)
-        self.where = ray.get([a.where.remote() for a in self._actors])
+        try:  # an engine that cannot be built printed its traceback on the driver's log under its label
+            self.where = ray.get([a.build.remote(factory) for a in self._actors])
+        except ray.exceptions.RayError as err:
+            self.close()
+            cause = getattr(err, "cause", None) or err
+            last = (str(cause).strip().splitlines() or [""])[-1]
+            raise EngineError(
+                f"a generation engine of {self.name} could not be built: {type(cause).__name__}: {last} "
+                "(its traceback: the engine's lines in the log)"
+            ) from err
         self.batches = [0] * engines  # calls each engine answered
         self.items = [0] * engines
         self._load = [0] * engines  # pieces queued on each engine, by every call in flight
@@ -391,8 +462,10 @@ def factory_name(factory: Callable[[], Generator]) -> str:
 
 __all__ = [
     "EnginePlacement",
+    "EngineError",
     "EnginePool",
     "PlacementError",
+    "accelerator_variables",
     "actor_env",
     "auto_engines",
     "close_pools",

@@ -11,8 +11,9 @@ rendering (``apply_chat_template`` with ``model.enable_thinking``), identical to
   resumed run asks for exactly the requests, with the same seeds, that an uninterrupted one would. The
   sampled tokens need not repeat: vLLM's logits change with the batch a request shares a forward pass
   with (its engine, its neighbours, the batch size) unless batch invariance is on
-  (``VLLM_BATCH_INVARIANT=1`` in the job's environment, which every engine actor inherits; its cost is
-  not measured here). docs/cluster.md says what repeats on vLLM and what does not.
+  (``generation.vllm.batch_invariant``: ``VLLM_BATCH_INVARIANT=1`` in the data steps' engine actors only, never
+  the job's environment, which NeMo-RL copies into every training worker and rollout engine; the device check's
+  rate part measures its cost). docs/cluster.md says what repeats on vLLM and what does not.
 * Generation stops after ``</action>`` (kept in the output) or at the end of the turn.
 * :meth:`VLLMGenerator.score` sums the prompt log-probabilities vLLM returns for the continuation
   tokens (forced-choice selection). The engine runs with prefix caching off: with it on, vLLM's
@@ -29,7 +30,7 @@ this module and tests the parts that need no engine (:func:`request_seed`, :func
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nemo_act.common.seeding import key_int
@@ -40,6 +41,47 @@ from nemo_act.prompts.render import apply_chat_template
 from nemo_act.rewards import ACTION_CLOSE
 
 STOP = [ACTION_CLOSE]
+BATCH_INVARIANT = "VLLM_BATCH_INVARIANT"
+
+
+def job_batch_invariant(environ: Mapping[str, str]) -> bool:
+    """Whether ``VLLM_BATCH_INVARIANT`` in ``environ`` turns vLLM's batch invariance on, read as vLLM reads it.
+
+    vLLM 0.20.0 reads it as ``bool(int(os.getenv("VLLM_BATCH_INVARIANT", "0")))`` (``vllm/envs.py:521``): ``1`` (any
+    non-zero integer) is on, ``0`` off, and anything else, ``true`` included, stops vLLM with a ValueError when it
+    first reads its settings.
+
+    Raises:
+        ValueError: A value vLLM cannot read, in one line that says what to set instead.
+    """
+    value = environ.get(BATCH_INVARIANT, "0")
+    try:
+        return bool(int(value))
+    except ValueError:
+        raise ValueError(
+            f"{BATCH_INVARIANT}={value!r} in the environment: vLLM reads it with int() (vllm/envs.py:521) and stops "
+            f"with ValueError on {value!r}; unset it and set generation.vllm.batch_invariant=true, which puts "
+            f"{BATCH_INVARIANT}=1 in the data steps' engine actors only"
+        ) from None
+
+
+def job_batch_invariant_warning(environ: Mapping[str, str]) -> str | None:
+    """What a training stage says when batch invariance is set for the whole job (None when it is not).
+
+    NeMo-RL copies the driver's ``os.environ`` into every worker it starts (``nemo_rl/distributed/worker_groups.py:
+    444-447``, v0.7.0), so the policy's training workers and its GRPO rollout engines run vLLM's batch-invariant
+    path too (NCCL on one channel, no split-K, no custom all-reduce, a slower FP8 path) on every step.
+
+    Raises:
+        ValueError: A value vLLM cannot read (:func:`job_batch_invariant`).
+    """
+    if not job_batch_invariant(environ):
+        return None
+    return (
+        f"warning: {BATCH_INVARIANT}={environ[BATCH_INVARIANT]} is set for the whole job: NeMo-RL copies it into "
+        "every training worker and rollout engine, which then run vLLM's slower batch-invariant kernels; unset it and "
+        "set generation.vllm.batch_invariant=true for the data steps' engines only"
+    )
 
 
 def request_seed(seed: int, key: str) -> int:

@@ -385,10 +385,13 @@ class PipelineRunner:
                 "its manifest counts say why)"
             )
         from nemo_act.generation.ray_pool import close_pools
+        from nemo_act.generation.vllm import job_batch_invariant_warning
 
         # every data step closes its pools; one left open (an error path, a caller's own) must not hold the GPUs
         if closed := close_pools():
             self.console.print(f"closed {closed} engine pool(s) still open before training {out.name}")
+        if warning := job_batch_invariant_warning(os.environ):
+            self.console.print(f"{out.name}: {warning}")
         t = time.time()
         self.engine.train_stage(kind, init, rows, self.cfg, out)
         info.update(complete=True, seconds=round(time.time() - t, 1), rows=len(rows),
