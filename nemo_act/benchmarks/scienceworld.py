@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nemo_act.benchmarks.base import Observation
+from nemo_act.benchmarks.jvm import jvm_options
 from nemo_act.config.schema import BenchmarkConfigBase
 from nemo_act.data.records import Step, Trajectory
 from nemo_act.rewards import normalize_action
@@ -75,33 +74,6 @@ NOOP_OBSERVATIONS = ("The door is already open.",)
 _FILLER = frozenset({"in", "on", "the", "a", "an", "inventory"})
 
 
-_LAUNCH = threading.Lock()  # the JVM options reach py4j's launcher through its module; one start at a time
-
-
-@contextmanager
-def jvm_options(options: Sequence[str]) -> Iterator[None]:
-    """ScienceWorld JVMs started in this block get ``options`` on their command line.
-
-    ``ScienceWorldEnv`` (scienceworld 1.2.3, ``scienceworld.py:46``) starts its JVM with py4j's ``launch_gateway``
-    and no ``javaopts``; the name it calls is wrapped here for the block, so only the JVMs this block starts get the
-    options, not other Java programs of the process (``JAVA_TOOL_OPTIONS`` would reach them all), and the options
-    stand after whatever ``JAVA_TOOL_OPTIONS`` holds, so they win over it.
-    """
-    import scienceworld.scienceworld as sw
-
-    with _LAUNCH:
-        launch = sw.launch_gateway
-
-        def with_options(*args: Any, **kwargs: Any) -> Any:
-            return launch(*args, **{**kwargs, "javaopts": [*options, *kwargs.get("javaopts", [])]})
-
-        sw.launch_gateway = with_options
-        try:
-            yield
-        finally:
-            sw.launch_gateway = launch
-
-
 class Simulator:
     """A ScienceWorld env (one JVM) that can start each episode in a fresh JVM.
 
@@ -126,7 +98,7 @@ class Simulator:
     def _start(self):
         from scienceworld import ScienceWorldEnv
 
-        with jvm_options(self.cfg.jvm_options):
+        with jvm_options("scienceworld.scienceworld", self.cfg.jvm_options):
             return ScienceWorldEnv("", envStepLimit=self.cfg.env_step_limit)
 
     def episode(self, task: str, variation: int, gold_path: bool = False) -> None:
