@@ -200,30 +200,30 @@ def test_episodes_do_not_depend_on_what_the_simulator_ran_before(scienceworld, c
 
 
 @pytest.mark.heavy
-def test_experts_are_the_same_bytes_in_fresh_jvms_and_in_jvms_that_played_other_episodes(scienceworld, cfg, tmp_path):
-    """Two collections of the same episodes write the same experts file, one with a fresh JVM per episode on two
-    workers, one in a single JVM that plays every episode after the others (``fresh_env_per_episode=false``).
+def test_experts_are_the_same_bytes_whatever_the_jvm_options_and_the_workers(scienceworld, cfg, tmp_path, monkeypatch):
+    """Two collections of the same held-out demo episodes write the same experts file: one with HotSpot's JIT and GC
+    on two env workers, one with the tests' client compiler and serial GC on one worker that plays every episode
+    after the other (a fresh JVM each, ``fresh_env_per_episode``).
 
     ScienceWorld keeps objects in hash sets keyed by Java's identity hash, which HotSpot draws per thread as threads
-    are made: with HotSpot's default the order a room lists its objects in, and the gold agent's choices, followed
-    thread timing and JVM history. Measured before ``benchmark.jvm_options`` (2026-12-04): a held-out demo episode,
-    ``chemistry-mix-paint-secondary-color`` 18, took a 16-step gold path in one ``make demo`` and 8 in another;
-    variation 19 took 22 steps in every fresh JVM and 26 in a JVM with history, with another trajectory each time.
-    The default options (a constant identity hash) make both functions of (task, variation). These JVMs also run
-    the tests' JIT/GC options (tests/conftest.py), which with HotSpot's default hash reordered objects too.
+    are made: with HotSpot's default, anything that changes the JVM's threads (its GC and compiler threads, which
+    py4j thread served a call, the load) changed the order a room lists its objects in and the gold agent's choices.
+    Measured before ``benchmark.jvm_options`` (2026-12-04): ``chemistry-mix-paint-secondary-color`` 18 took a
+    16-step gold path in one ``make demo`` and 8 in the next; 16 with HotSpot's defaults and 8 with the tests'
+    options, every time. With the default options (a constant identity hash) both give one 12-step path.
     """
     from nemo_act.steps.experts import collect_experts
 
     files = {}
-    for fresh, workers in ((True, 2), (False, 1)):
-        run = load_config(overrides=[f"benchmark.fresh_env_per_episode={str(fresh).lower()}"])
-        out = tmp_path / f"fresh_{fresh}" / "experts.jsonl"
-        collect_experts(run, "dev", out, tasks=["chemistry-mix-paint-secondary-color"], max_variations=2,
+    for java, workers in (("", 2), (os.environ["JAVA_TOOL_OPTIONS"], 1)):
+        monkeypatch.setenv("JAVA_TOOL_OPTIONS", java)
+        out = tmp_path / f"workers_{workers}" / "experts.jsonl"
+        collect_experts(cfg, "dev", out, tasks=["chemistry-mix-paint-secondary-color"], max_variations=2,
                         workers=workers, progress=False)  # fmt: skip
-        files[fresh] = out.read_bytes()
-    trajs = [Trajectory.model_validate_json(line) for line in files[True].splitlines()]
-    assert [(t.variation, t.success) for t in trajs] == [(18, True), (19, True)]
-    assert files[False] == files[True]
+        files[workers] = out.read_bytes()
+    trajs = [Trajectory.model_validate_json(line) for line in files[2].splitlines()]
+    assert [(t.variation, t.success, len(t.steps)) for t in trajs] == [(18, True, 12), (19, True, 10)]
+    assert files[1] == files[2]
 
 
 # Upper bound on the chat template's own tokens around a one-turn prompt (Qwen3 and Olmo-3 add ~15).

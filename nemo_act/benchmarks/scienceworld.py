@@ -11,8 +11,8 @@ ran before (a few tasks, e.g. grow-fruit, stay random in the simulator itself). 
 ``jvm_options`` (default: a constant identity hash, ``-XX:hashCode=2``): the simulator keeps objects in hash sets
 that use Java's identity hash, so the order a room lists its objects in, and the choices of the gold agent, follow
 the identity hashes, which HotSpot draws per thread as threads are made, a matter of timing. With a constant hash
-that order is the order the program made the objects in: the same in every JVM, whatever it ran before, its JIT
-and GC options or the load on the machine (:class:`Simulator` says what was measured). Gold
+that order is the order the program made the objects in: the same in every fresh JVM, whatever its JIT and GC
+options or the load on the machine (:class:`Simulator` says what was measured). Gold
 actions are spelled more fully than the valid list spells them ("focus on thermometer in inventory"
 vs "focus on thermometer"), so each gold action not in the list verbatim goes through
 :func:`find_alias`. Under the ``easy`` simplification the gold path still opens doors that are
@@ -83,12 +83,13 @@ class Simulator:
     every fresh-JVM replay gave the same score. With ``fresh_env_per_episode`` each
     :meth:`episode` restarts the JVM (about 1 s), so an episode no longer depends on earlier ones. A few
     tasks are random in the simulator itself (grow-fruit 94's recorded actions replayed to 100, 100,
-    100, 50 in fresh JVMs). Those runs used HotSpot's default identity hash; with the constant one
-    (``jvm_options``' default) the gold replays of five demo episodes gave the same trajectories, byte for byte, in
-    fresh JVMs, in one JVM that played them four times over, and under the tests' JIT and GC options, where with the
-    default hash the one JVM gave another trajectory almost every time (``chemistry-mix-paint-secondary-color`` 19:
-    26 steps there, 22 in fresh JVMs) and the tests' options other ones again. Other attributes (``reset``,
-    ``step``, ``get_*``) are the current env's.
+    100, 50 in fresh JVMs). Those runs used HotSpot's default identity hash. With the constant one (``jvm_options``'
+    default) fresh JVMs give the same trajectories byte for byte whatever the JIT and GC options, the workers or the
+    load (measured on the demo's 36 expert episodes, 2026-12-04: 1 or 2 workers, two runs of ``make demo``), where
+    the default hash gave ``chemistry-mix-paint-secondary-color`` 18 a 16-step gold path under HotSpot's defaults
+    and an 8-step one under the tests' options. A JVM with history still differs: the same variation 4 took 20 steps
+    after the other 19 training episodes in one JVM, 12 in a fresh one; so ``fresh_env_per_episode`` stays on.
+    Other attributes (``reset``, ``step``, ``get_*``) are the current env's.
     """
 
     def __init__(self, cfg: ScienceWorldConfig) -> None:
