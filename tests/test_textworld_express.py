@@ -20,7 +20,20 @@ pytestmark = pytest.mark.heavy  # a JVM per test (tests/conftest.py says what he
 
 @pytest.fixture(scope="module")
 def twx():
-    """The adapter and the default config; skips where the simulator cannot run."""
+    """The adapter and the default config; skips where the simulator cannot run.
+
+    The ``scienceworld`` fixture's class archive (``-XX:SharedArchiveFile`` in ``JAVA_TOOL_OPTIONS``) is
+    ScienceWorld's: another jar's JVM prints a CDS warning on stdout, where py4j reads its port. It is left out here.
+    """
+    import os
+
+    java = " ".join(o for o in os.environ.get("JAVA_TOOL_OPTIONS", "").split() if "SharedArchiveFile" not in o)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JAVA_TOOL_OPTIONS", java)
+        yield _twx()
+
+
+def _twx():
     pytest.importorskip("textworld_express", reason="the textworld-express package is not installed (.[envs])")
     if shutil.which("java") is None:
         pytest.skip("TextWorld-Express needs Java on PATH")
