@@ -14,11 +14,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-# The default of every Java-backed benchmark here: a constant identity hash. Both simulators keep objects in hash
-# sets keyed by Java's identity hash, which HotSpot draws per thread as threads are made; with a constant one the
-# order they list objects in is the order the program made them (docs/benchmarks.md "Object order").
-CONSTANT_IDENTITY_HASH = ("-XX:+UnlockExperimentalVMOptions", "-XX:hashCode=2")
-
 _LAUNCH = threading.Lock()  # the options reach py4j's launcher through the simulator's module: one start at a time
 
 

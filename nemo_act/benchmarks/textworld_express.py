@@ -98,12 +98,12 @@ class Simulator:
         self.cfg = cfg
         with jvm_options("textworld_express.textworld_express", cfg.jvm_options):
             self._env = TextWorldExpressEnv(envStepLimit=cfg.env_step_limit)
-        self._loaded: tuple[str, str] | None = None
-        self._folds: dict[int, str] = {}
+        self._loaded: str | None = None  # the task of the game loaded now
+        self._folds: dict[str, dict[int, str]] = {}  # task -> seed -> fold, read once per task
 
     def load(self, setting: GameSetting, where: str) -> None:
         """Load a game (its fold seeds read once); a parameter it does not know is a ValueError naming ``where``."""
-        if self._loaded == (setting.game, setting.param_string):
+        if self._loaded == setting.task:
             return
         if setting.game not in self._env.getGameNames():
             raise ValueError(f"{where}: unknown game '{setting.game}'; TextWorld-Express has "
@@ -112,8 +112,9 @@ class Simulator:
             self._env.load(setting.game, setting.param_string)
         except ValueError as err:  # "Unrecognized property name (...). Known properties: ..."
             raise ValueError(f"{where} ({setting.task}): {' '.join(str(err).split())}") from None
-        self._loaded = (setting.game, setting.param_string)
-        self._folds = {s: fold for fold in FOLDS for s in self.seeds(fold)}
+        self._loaded = setting.task
+        if setting.task not in self._folds:
+            self._folds[setting.task] = {s: fold for fold in FOLDS for s in self.seeds(fold)}
 
     def seeds(self, fold: str) -> list[int]:
         """The loaded game's seeds of a fold, in order."""
@@ -124,10 +125,11 @@ class Simulator:
     def start(self, setting: GameSetting, seed: int, gold_path: bool = False) -> tuple[str, dict[str, Any]]:
         """Start the game of ``seed`` (its fold's): the first observation and the env's infos."""
         self.load(setting, "benchmark.games")
-        if seed not in self._folds:
+        folds = self._folds[setting.task]
+        if seed not in folds:
             raise ValueError(f"{setting.task}: seed {seed} is in no fold of TextWorld-Express")
-        return self._env.reset(seed=seed, gameFold=self._folds[seed], gameName=setting.game,
-                               gameParams=setting.param_string, generateGoldPath=gold_path)  # fmt: skip
+        # no game name or params: the env resets the game loaded above instead of loading it again (its reset())
+        return self._env.reset(seed=seed, gameFold=folds[seed], generateGoldPath=gold_path)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._env, name)
@@ -219,7 +221,6 @@ def play_expert(
     obs, infos = env.start(setting, variation)
     description = infos["taskDescription"]
     steps: list[Step] = []
-    done = False
     for action in gold:
         valid = [str(a) for a in infos["validActions"]]
         next_obs, _reward, done, infos = env.step(action)

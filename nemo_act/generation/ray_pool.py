@@ -101,7 +101,10 @@ class PlacementError(RuntimeError):
 
 
 class EngineError(RuntimeError):
-    """A generation engine could not be built in its actor (the model, the backend): one line, the actor's log above."""
+    """A generation engine could not be built in its actor (the model, the backend).
+
+    One line; the traceback is in the driver's log under the engine's label.
+    """
 
 
 @dataclass(frozen=True)
