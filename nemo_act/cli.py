@@ -525,6 +525,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return run_demo(Path(args.out or cfg.run_dir), cfg)
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Compare arms over training seeds on one fold, with intervals (``nemo-act bench``)."""
+    from pathlib import Path
+
+    from nemo_act.run.bench import run_bench
+
+    cfg = load_config(args.bench, _overrides(args))
+    out = Path(args.run_dir or cfg.run_dir)
+    if (args.arm is None) != (args.seed is None):
+        raise UsageError("--arm and --seed go together: they name one cell")
+    only = (args.arm, args.seed) if args.arm is not None else None
+    target = out / "arms" / args.arm / f"seed_{args.seed}" if only else out  # one writer per cell, or the whole bench
+    with _lock(target, cfg):
+        run_bench(cfg, out, only=only, report_only=args.report, prepare_only=args.prepare)
+    return 0
+
+
 CONVERT_TOOLS = ("hf-to-megatron", "megatron-to-hf", "verify")
 
 
@@ -716,6 +733,20 @@ def _run_command(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_run)
 
 
+def _bench_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act bench``."""
+    p = sub.add_parser("bench", help="does ACT help here? arms x training seeds on one fold, with intervals")
+    p.add_argument("bench", help="bench config, e.g. conf/bench/textworld_express.yaml")
+    p.add_argument("--run-dir", default=None, help="bench folder (default: run_dir of the config)")
+    p.add_argument("--prepare", action="store_true", help="only the shared start (experts, warm-up, held-out pairs)")
+    p.add_argument("--arm", default=None, help="run one cell: this arm (with --seed), e.g. one cluster job per cell")
+    p.add_argument("--seed", type=int, default=None, help="run one cell: this training seed (with --arm)")
+    p.add_argument("--report", action="store_true", help="table and plot the finished cells; train nothing")
+    _benchmark_option(p)
+    p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
+    p.set_defaults(func=cmd_bench)
+
+
 def _cluster_check_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act cluster-check``."""
     p = sub.add_parser("cluster-check", help="preflight of a cluster run: models offline, interpreters, simulator")
@@ -792,6 +823,7 @@ COMMANDS = (
     _eval_reasoning_command,
     _analyze_command,
     _run_command,
+    _bench_command,
     _cluster_check_command,
     _plan_command,
     _checklist_command,

@@ -344,6 +344,7 @@ BUILDERS: dict[str, Callable[..., list[Row]]] = {
     "sft_choice": sft_choice_rows,
     "dpo": dpo_rows,
     "il": il_rows,
+    "il_matched": il_rows,
     "rl": rl_rows,
     "ee": ee_rows,
     "ee_wm": world_model_rows,
@@ -355,8 +356,13 @@ names its own builder as a ``module:function`` string."""
 
 
 def stage_config(kind: str, cfg: ExperimentConfig) -> SFTStageConfig | DPOStageConfig | GRPOStageConfig:
-    """Hyperparameters of a stage kind (its ``train.<block>``)."""
-    return getattr(cfg.train, stage_kind(kind).train)
+    """Hyperparameters of a stage kind: its ``train.<block>``, with ``budget_of``'s epochs and max_steps if named."""
+    spec = stage_kind(kind)
+    own = getattr(cfg.train, spec.train)
+    if spec.budget_of is None:
+        return own
+    budget = getattr(cfg.train, spec.budget_of)
+    return own.model_copy(update={"epochs": budget.epochs, "max_steps": budget.max_steps})
 
 
 def stage_experiment(kind: str, cfg: ExperimentConfig) -> ExperimentConfig:

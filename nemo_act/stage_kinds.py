@@ -151,6 +151,8 @@ class StageKind:
         summary: One line for help texts and docs.
         rounds: A config key (``sand.iterations``) saying how many times the stage runs in a row where a
             pipeline lists it once; each round's data is built by the newest checkpoint (see :func:`expand`).
+        budget_of: Another ``train.<block>`` whose step budget (``epochs``, ``max_steps``) the stage takes instead
+            of its own block's: the matched-compute control's IL runs as many optimizer steps as ACT.
     """
 
     name: str
@@ -164,6 +166,7 @@ class StageKind:
     selection_eval: bool = False
     summary: str = ""
     rounds: str | None = None
+    budget_of: str | None = None
 
     def __post_init__(self) -> None:
         if self.data not in DATA_KINDS:
@@ -196,6 +199,8 @@ STAGE_KINDS: dict[str, StageKind] = {
                   summary="control: DPO, expert action chosen over the alternative"),
         StageKind("il", "sft", "experts", None, "generation", None, "il",
                   summary="imitation learning: SFT on expert actions"),
+        StageKind("il_matched", "sft", "experts", None, "generation", None, "il", budget_of="act",
+                  summary="control: IL with ACT's step budget (train.act's epochs, max_steps): IL -> IL's first stage"),
         StageKind("rl", "grpo", "experts", None, "generation", "action", "rl",
                   summary="RL: GRPO on direct action generation, rewarded for the expert's action"),
         StageKind("ee", "sft", "early_experience", None, "generation", None, "il",

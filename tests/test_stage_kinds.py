@@ -18,7 +18,9 @@ from nemo_act.stage_kinds import DATA_KINDS, STAGE_KINDS, data_steps, needs_pair
 def test_every_kind_has_its_builder_hyperparameters_and_a_cluster_mapping(name):
     spec, cfg = stage_kind(name), load_config(overrides=["engine=nemo_rl", "generation=vllm", "train=cluster"])
     assert spec.rows is None and callable(stage_data.BUILDERS[name])  # a shipped kind: its builder is a function
-    assert stage_config(name, cfg) is getattr(cfg.train, spec.train)
+    own, sc = getattr(cfg.train, spec.train), stage_config(name, cfg)
+    budget = getattr(cfg.train, spec.budget_of or spec.train)  # il_matched: IL's settings with ACT's step budget
+    assert sc.model_dump() == own.model_dump() | {"epochs": budget.epochs, "max_steps": budget.max_steps}
     assert (spec.reward is not None) == (spec.algorithm == "grpo")  # GRPO needs a reward; SFT and DPO none
     m = recipe.master_config(name, cfg, {}, init="/ckpt", out="/runs/x", n_rows=100)
     assert ("grpo" in m) == (spec.algorithm == "grpo") and ("dpo" in m) == (spec.algorithm == "dpo")

@@ -515,6 +515,43 @@ class DemoConfig(_Strict):
     pipelines: list[str] = Field(min_length=1, description="conf/pipeline/<name>.yaml files to run and compare.")
 
 
+def _packaged_block(key: str) -> Any:
+    """A block of the packaged root config (``conf/config.yaml``), for a run config written before the block was."""
+    import yaml
+
+    from nemo_act.common.paths import conf_root
+
+    return yaml.safe_load((conf_root() / "config.yaml").read_text(encoding="utf-8"))[key]
+
+
+class BootstrapConfig(_Strict):
+    """How ``nemo-act bench`` draws its intervals (rliable's stratified bootstrap)."""
+
+    reps: int = Field(gt=0, description="Bootstrap replications.")
+    confidence: float = Field(gt=0, lt=1, description="Interval coverage (0.95 = 95% intervals).")
+    seed: int = Field(description="Seed of the resampling: the same results give the same intervals.")
+
+
+class BenchConfig(_Strict):
+    """What ``nemo-act bench`` compares: arms x training seeds on one fold, with intervals (docs/bench.md)."""
+
+    arms: list[str] = Field(min_length=2, description="conf/pipeline/<name>.yaml files, each an arm.")
+    baseline: str = Field(description="The arm every other is compared with (paired difference, improvement).")
+    seeds: list[int] = Field(min_length=1, description="Training seeds: each arm is trained once per seed.")
+    split: Literal["dev", "test"] = Field(
+        description="The fold scored: dev while settings are chosen, test once they are fixed (guarded)."
+    )
+    bootstrap: BootstrapConfig
+
+    @model_validator(mode="after")
+    def _baseline_is_an_arm(self) -> BenchConfig:
+        if self.baseline not in self.arms:
+            raise ValueError(f"bench.baseline '{self.baseline}' is not one of bench.arms {self.arms}")
+        if len(set(self.arms)) != len(self.arms) or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError("bench.arms and bench.seeds must not repeat an entry")
+        return self
+
+
 class ExperimentConfig(_Strict):
     """A whole experiment: model, benchmark, prompts, rewards, pairs, eval and engine."""
 
@@ -547,6 +584,7 @@ class ExperimentConfig(_Strict):
     train: TrainConfig
     pipeline: PipelineConfig
     demo: DemoConfig
+    bench: BenchConfig
 
     @model_validator(mode="before")
     @classmethod
@@ -554,6 +592,8 @@ class ExperimentConfig(_Strict):
         """Import ``extensions`` before ``pipeline.stages`` and ``train`` are checked against the registry."""
         if isinstance(value, dict) and "pipeline" in value:  # a run's config.yaml written before 2026-12 lacks both
             value = {"extensions": [], "max_tasks": None, **value}
+            if "bench" not in value:  # and bench (12-05): a run never reads it; the packaged block stands in
+                value["bench"] = _packaged_block("bench")
             if isinstance(value.get("env"), dict):  # and env.lanes: those runs played one lane; batch_episodes
                 value["env"] = {"lanes": 1, "batch_episodes": True, **value["env"]}  # (12-03): they shared calls
             if isinstance(value.get("pairs"), dict):  # and pairs.max_states: they paired every state

@@ -1,11 +1,8 @@
 """``nemo-act demo``: the embedded default, end to end on one CPU machine with a tiny model.
 
-1. Real ScienceWorld gold experts for a few tasks (train variations; dev variations held out).
-2. A tiny random Qwen3 whose BPE tokenizer is trained on those experts.
-3. A warm-up from random weights, the stand-in for pretraining, so the model emits well-formed
-   actions and answers a selection prompt by naming a candidate: SFT on expert actions (IL rows)
-   mixed with selection prompts whose target is a coin-flip candidate (random-policy pairs; the
-   target says nothing about which candidate is better). This is the "initial policy".
+1-3. Real ScienceWorld gold experts for a few tasks (train variations; dev variations held out), a tiny random
+   Qwen3 whose BPE tokenizer is trained on them, and a warm-up from random weights, the initial policy
+   (:mod:`nemo_act.run.warmup`, shared with ``nemo-act bench``).
 4. ACT pairs sampled from that policy (train states) and held-out pairs (dev states).
 5. The pipelines of ``demo.pipelines`` (ACT -> IL -> RL and the IL -> RL baseline) from the warm-up
    checkpoint, with held-out selection accuracy before and after ACT, and an env evaluation of each
@@ -19,7 +16,6 @@ Everything is reused when re-run with the same settings (the pipeline runner ski
 from __future__ import annotations
 
 import json
-import random
 import time
 from pathlib import Path
 from typing import Any
@@ -118,50 +114,21 @@ def run_demo(out: Path, cfg: ExperimentConfig) -> int:
     Returns:
         Exit code.
     """
-    from nemo_act.data.io import read_jsonl, write_text_atomic
-    from nemo_act.data.records import Pair, Trajectory
-    from nemo_act.generation import RandomGenerator
+    from nemo_act.data.io import write_text_atomic
     from nemo_act.report import load_run, plot_runs, results_table
     from nemo_act.run.pipeline import PipelineRunner
-    from nemo_act.stage_data import il_rows, selection_format_rows
-    from nemo_act.steps.pairs import collect_pairs
-    from nemo_act.tiny_model import build_tiny_model
+    from nemo_act.run.warmup import warm_up
 
     console = Console(width=150)
     t0 = time.time()
-    timings: dict[str, float] = {}
     data = out / "data"
 
     def lap(name: str, start: float) -> None:
         timings[name] = time.time() - start
 
-    t = time.time()
-    console.rule("[bold]1. ScienceWorld gold experts")
-    base = PipelineRunner(cfg, out / "warmup", data_dir=data, console=console)
-    experts = base.experts("experts")
-    base.experts("heldout")
-    lap("experts", t)
-
-    t = time.time()
-    model_dir = out / "tiny-model"
-    if not (model_dir / "config.json").exists():
-        console.rule("[bold]2. tiny Qwen3 + BPE tokenizer trained on the experts")
-        build_tiny_model(model_dir, cfg.model.tiny, corpus=[experts])
-    lap("tiny model", t)
-
-    t = time.time()
-    console.rule("[bold]3. warm-up from random weights (the initial policy)")
-    format_pairs = data / "format_pairs.jsonl"
-    collect_pairs(experts, RandomGenerator(), cfg, format_pairs, k=cfg.demo.format_pairs_k)
-    rows = il_rows(list(read_jsonl(experts, Trajectory)), cfg)
-    rows += selection_format_rows(list(read_jsonl(format_pairs, Pair)), cfg, cfg.seed)
-    random.Random(cfg.seed).shuffle(rows)
-    warm_train = cfg.train.model_copy(
-        update={"il": cfg.train.il.model_copy(update={"max_steps": cfg.demo.warmup_steps})}
-    )
-    warm = PipelineRunner(cfg.model_copy(update={"train": warm_train}), out / "warmup", data_dir=data, console=console)
-    init = warm.run_stage(0, "il", str(model_dir), {"experts": experts}, rows=rows, data=format_pairs)
-    lap("warm-up", t)
+    warm = warm_up(cfg, out, data, console)  # steps 1-3
+    timings = dict(warm.timings)
+    init = warm.init
 
     runs = []
     for name in cfg.demo.pipelines:

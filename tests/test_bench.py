@@ -1,0 +1,203 @@
+"""``nemo-act bench`` (issue 44): its statistics against hand computations and scipy, its fold rules, its test-fold
+guard, the matched-compute arm, and the smoke bench end to end on the real TextWorld-Express (a rerun of one cell
+repeats its numbers exactly).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nemo_act.config import load_config
+from nemo_act.report import bench_stats
+from nemo_act.run import bench
+from nemo_act.run.bench import BenchError, Cell
+
+# fixed numbers: 3 training seeds x 4 episodes, success 0/1
+ARM = np.array([[1, 1, 0, 1], [1, 0, 0, 1], [1, 1, 1, 0]], dtype=float)
+BASE = np.array([[1, 0, 0, 0], [0, 0, 1, 1], [1, 0, 0, 0]], dtype=float)
+
+
+def test_paired_difference_and_improvement_are_the_hand_computed_numbers():
+    # difference: mean over cells of arm - base = (8 - 4) / 12 by hand
+    diff = bench_stats.paired_difference(ARM, BASE, reps=500, confidence=0.95, seed=0)
+    assert diff.value == pytest.approx(4 / 12)
+    assert diff.low <= diff.value <= diff.high
+    # improvement, episode by episode over the 3 x 3 seed pairs (ties count 1/2):
+    # ep 0: arm (1,1,1) vs base (1,0,1): 3 wins, 6 ties -> (3 + 3) / 9; ep 1: arm (1,0,1) vs (0,0,0): 6 wins, 3 ties
+    # -> 7.5 / 9; ep 2: arm (0,0,1) vs (0,1,0): 2 wins, 5 ties, 2 losses -> 4.5 / 9; ep 3: arm (1,1,0) vs (0,1,0):
+    # 4 wins, 4 ties, 1 loss -> 6 / 9
+    hand = np.mean([6 / 9, 7.5 / 9, 4.5 / 9, 6 / 9])
+    assert bench_stats.improvement(ARM, BASE) == pytest.approx(hand)
+    poi = bench_stats.probability_of_improvement(ARM, BASE, reps=200, confidence=0.95, seed=0)
+    assert poi.value == pytest.approx(hand) and poi.low <= poi.value <= poi.high
+
+
+def test_improvement_is_rliables_probability_of_improvement():
+    from rliable import metrics
+
+    rng = np.random.default_rng(3)
+    for shape_x, shape_y in [((5, 40), (5, 40)), ((3, 7), (4, 7))]:
+        x = rng.integers(0, 3, shape_x).astype(float)
+        y = rng.integers(0, 3, shape_y).astype(float)
+        assert bench_stats.improvement(x, y) == pytest.approx(metrics.probability_of_improvement(x, y))
+    same = rng.random((4, 6))
+    assert bench_stats.improvement(same, same) == pytest.approx(0.5)
+
+
+def test_the_interval_is_scipys_percentile_bootstrap_where_the_two_coincide():
+    """With one episode, rliable's stratified bootstrap is the plain bootstrap over seeds: scipy's agrees."""
+    from scipy import stats
+
+    values = np.array([0.1, 0.35, 0.4, 0.55, 0.6, 0.62, 0.8, 0.9])
+    ours = bench_stats.mean_interval(values[:, None], reps=20000, confidence=0.95, seed=0)
+    theirs = stats.bootstrap((values,), np.mean, n_resamples=20000, method="percentile", confidence_level=0.95,
+                             rng=np.random.default_rng(0)).confidence_interval  # fmt: skip
+    assert ours.value == pytest.approx(values.mean())
+    assert ours.low == pytest.approx(theirs.low, abs=0.01) and ours.high == pytest.approx(theirs.high, abs=0.01)
+
+
+def test_intervals_repeat_and_leave_numpys_generator_alone():
+    np.random.seed(123)
+    before = np.random.get_state()[1].copy()
+    a = bench_stats.mean_interval(ARM, reps=300, confidence=0.9, seed=7)
+    b = bench_stats.mean_interval(ARM, reps=300, confidence=0.9, seed=7)
+    assert a == b
+    assert (np.random.get_state()[1] == before).all()
+    assert bench_stats.mean_interval(ARM, reps=300, confidence=0.9, seed=8) != a
+
+
+def test_the_verdict_reads_the_interval_of_the_difference():
+    E = bench_stats.Estimate
+    assert bench_stats.verdict(E(0.1, 0.02, 0.2)) == "better"
+    assert bench_stats.verdict(E(-0.1, -0.2, -0.01)) == "worse"
+    assert bench_stats.verdict(E(0.1, -0.02, 0.2)) == "no difference at this size"
+    with pytest.raises(ValueError, match=r"are \(3, 4\), the baseline.s \(2, 4\)"):
+        bench_stats.paired_difference(ARM, BASE[:2], reps=10, confidence=0.95, seed=0)
+
+
+def _cfg(*overrides: str):
+    return load_config("conf/bench/smoke.yaml", list(overrides))
+
+
+def _cell(arm: str, seed: int, success: list[float]) -> Cell:
+    return Cell(arm, seed, [f"g#{i}" for i in range(len(success))], success, success, None)
+
+
+def test_analysis_compares_the_seeds_every_arm_finished_and_names_the_rest():
+    cfg = _cfg("bench.seeds=[0,1,2]", "bench.bootstrap.reps=100")
+    cells = [_cell(a, s, list(ARM[s] if a == "act_il" else BASE[s])) for a in ("il", "act_il") for s in range(3)]
+    cells += [_cell("il_il", 0, list(BASE[0])), _cell("il_il", 1, list(BASE[1]))]
+    result = bench.analyse(cells, cfg)
+    assert result["seeds"] == [0, 1] and result["left_out"] == ["act_il seed 2", "il seed 2"]
+    act = result["arms"]["act_il"]
+    assert act["success_difference"]["value"] == pytest.approx((ARM[:2] - BASE[:2]).mean())
+    assert act["per_seed_success"] == pytest.approx([0.75, 0.5])
+    assert result["arms"]["il_il"]["success_difference"]["value"] == 0 and "verdict" not in result["arms"]["il"]
+    cells[0] = Cell("il", 0, ["other#0"] * 4, list(BASE[0]), list(BASE[0]), None)
+    with pytest.raises(BenchError, match="other episodes"):
+        bench.analyse(cells, cfg)
+
+
+def test_the_bench_never_trains_on_the_fold_it_scores_nor_on_the_test_fold():
+    bench.check_folds(_cfg())
+    for override, words in [
+        ("pipeline.experts.split=dev", "pipeline.experts.split is 'dev'"),
+        ("pipeline.experts.split=test", "pipeline.experts.split is 'test'"),
+        ("pipeline.heldout.split=test", "pipeline.heldout.split is 'test'"),
+    ]:
+        with pytest.raises(BenchError, match=words):
+            bench.check_folds(_cfg(override))
+    with pytest.raises(BenchError, match="bench.split=test"):
+        bench.check_folds(_cfg("bench.split=test", "pipeline.experts.split=test"))
+
+
+def test_the_test_fold_is_scored_with_one_set_of_settings_per_folder(tmp_path):
+    bench.guard_test_fold(_cfg(), tmp_path)  # dev: nothing recorded
+    assert not (tmp_path / bench.TEST_SETTINGS).exists()
+    bench.guard_test_fold(_cfg("bench.split=test"), tmp_path)
+    bench.guard_test_fold(_cfg("bench.split=test", "run_dir=elsewhere"), tmp_path)  # the same settings: resumed
+    with pytest.raises(BenchError, match=r"train.act.max_steps: 2 -> 3.*new run_dir"):
+        bench.guard_test_fold(_cfg("bench.split=test", "train.act.max_steps=3"), tmp_path)
+
+
+def test_the_matched_compute_arm_runs_il_for_the_steps_act_used():
+    from nemo_act.stage_data import stage_config
+
+    cfg = load_config("conf/pipeline/il_il.yaml", ["train=demo"])
+    assert cfg.pipeline.stages == ["il_matched", "il"]
+    matched = stage_config("il_matched", cfg)
+    assert (matched.max_steps, matched.epochs) == (cfg.train.act.max_steps, cfg.train.act.epochs)
+    assert cfg.train.act.max_steps != cfg.train.il.max_steps  # the demo's budgets differ: the test can fail
+    assert matched.learning_rate == cfg.train.il.learning_rate and matched.batch_size == cfg.train.il.batch_size
+
+
+def _twx_env() -> dict[str, str]:
+    pytest.importorskip("textworld_express", reason="the textworld-express package is not installed (.[envs])")
+    if shutil.which("java") is None:
+        pytest.skip("TextWorld-Express needs Java on PATH")
+    # the scienceworld fixture's class archive is ScienceWorld's (tests/test_textworld_express.py says why)
+    java = " ".join(o for o in os.environ.get("JAVA_TOOL_OPTIONS", "").split() if "SharedArchiveFile" not in o)
+    return {**os.environ, "JAVA_TOOL_OPTIONS": java, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+
+
+def _bench(env: dict[str, str], out: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "nemo_act.cli", "bench", "conf/bench/smoke.yaml", "--run-dir", str(out), *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
+
+
+@pytest.mark.heavy
+@pytest.mark.slow
+def test_the_smoke_bench_scores_the_test_fold_once_and_a_cell_rerun_repeats_its_numbers(tmp_path):
+    env = _twx_env()
+    out = tmp_path / "bench"
+    done = _bench(env, out, "bench.split=test")
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = out / "report"
+    result = json.loads((report / "bench.json").read_text())
+    assert list(result["arms"]) == ["il", "act_il", "il_il"] and result["split"] == "test"
+    assert result["episodes"] == 4 and result["seeds"] == [0]
+    assert (report / "bench.png").stat().st_size > 0
+    md = (report / "bench.md").read_text()
+    assert (
+        sum(line.startswith("| ") for line in md.splitlines()) == 4 and "act_il" in md and "stratified-bootstrap" in md
+    )  # header + 3 arms
+    assert len((report / "bench.csv").read_text().splitlines()) == 4
+
+    # folds (TextWorld-Express 1.1.0's seed ranges): experts and pairs from train and dev seeds, every scored
+    # episode a test seed
+    cfg = _cfg()
+    from nemo_act.data import Pair, Trajectory, read_jsonl
+
+    folds = {"train": range(0, 1000), "dev": range(10000, 11000), "test": range(20000, 21000)}
+    experts = list(read_jsonl(out / "data" / "experts.jsonl", Trajectory))
+    assert experts and all(t.variation in folds["train"] for t in experts)
+    for name, fold in [("pairs.jsonl", "train"), ("heldout_pairs.jsonl", "dev")]:
+        seeds = {int(p.state_id.split("/")[-2]) for p in read_jsonl(out / "data" / name, Pair)}
+        assert seeds and all(s in folds[fold] for s in seeds), (name, seeds)
+    scored = [json.loads(line) for f in out.glob("arms/*/seed_0/eval/*/seed_0/episodes.jsonl")
+              for line in f.read_text().splitlines()]  # fmt: skip
+    assert len(scored) == 12 and all(e["variation"] in folds["test"] for e in scored)
+    assert cfg.bench.split == "dev"  # the file: the test fold was asked on the command line
+
+    # other settings in the same folder: refused, nothing scored
+    again = _bench(env, out, "bench.split=test", "train.il.max_steps=3")
+    assert again.returncode == 2 and "train.il.max_steps: 2 -> 3" in again.stderr
+
+    # one cell trained and scored again from nothing: the same episodes, the same table
+    cell = out / "arms" / "act_il" / "seed_0"
+    before = sorted((cell / "eval").glob("*/seed_0/episodes.jsonl"))[0].read_text()
+    shutil.rmtree(cell)
+    rerun = _bench(env, out, "bench.split=test", "--arm", "act_il", "--seed", "0")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert sorted((cell / "eval").glob("*/seed_0/episodes.jsonl"))[0].read_text() == before
+    table = _bench(env, out, "bench.split=test", "--report")
+    assert table.returncode == 0, table.stderr[-3000:]
+    assert json.loads((report / "bench.json").read_text()) == result
