@@ -202,6 +202,7 @@ RUN_FIRST = [
     "test_device_check.py",
     "test_agent_r.py",
     "test_evaluation.py",
+    "test_bench.py",  # ~110 s: the smoke bench, three times
     "test_traces.py",
 ]
 
