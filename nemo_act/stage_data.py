@@ -81,6 +81,16 @@ def act_rows(pairs: Iterable[Pair], cfg: ExperimentConfig) -> list[Row]:
 
 
 @_sourced
+def policy_act_rows(pairs: Iterable[Pair], trajectories: Iterable[Trajectory], cfg: ExperimentConfig) -> list[Row]:
+    """``act_onpolicy`` rows: :func:`act_rows` of the pairs the round's policy sampled.
+
+    A built data kind's builder also gets the expert trajectories; these rows need nothing more than the pairs.
+    """
+    del trajectories
+    return act_rows.__wrapped__(pairs, cfg)
+
+
+@_sourced
 def sft_choice_rows(pairs: Iterable[Pair], cfg: ExperimentConfig) -> list[Row]:
     """SFT-on-choice control rows: selection prompt -> the expert action, no rationale."""
     return [
@@ -341,6 +351,7 @@ def sand_rows(records: Sequence[Any], trajectories: Sequence[Trajectory], cfg: E
 BUILDERS: dict[str, Callable[..., list[Row]]] = {
     "act": act_rows,
     "act_noreason": act_rows,
+    "act_onpolicy": policy_act_rows,
     "sft_choice": sft_choice_rows,
     "dpo": dpo_rows,
     "il": il_rows,

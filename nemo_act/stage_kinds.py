@@ -66,6 +66,10 @@ DATA_KINDS: dict[str, DataKind] = {
     for d in (
         DataKind("experts"),
         DataKind("pairs"),
+        DataKind("policy_pairs", "nemo_act.steps.pairs:build_policy_pairs", "pairs.jsonl",
+                 "nemo_act.data.records:Pair", "pairs", policy="stage", env=False,
+                 summary="{pairs} pairs from {states} states, sampled by the current policy -> {out}\n"
+                         "samples dropped: {dropped}"),
         DataKind("early_experience", "nemo_act.reflection.early_experience:build_early_experience",
                  "reflections.jsonl", "nemo_act.reflection.early_experience:ReflectionRecord", "early_experience",
                  summary="{kept} of {states} reflections kept -> {out}\ndropped: {dropped}; alternatives: "
@@ -189,6 +193,9 @@ STAGE_KINDS: dict[str, StageKind] = {
     for k in (
         StageKind("act", "grpo", "pairs", None, "selection", "selection", "act", selection_eval=True,
                   summary="ACT: GRPO on choosing the expert action of a pair, reasoning first"),
+        StageKind("act_onpolicy", "grpo", "policy_pairs", None, "selection", "selection", "act",
+                  selection_eval=True, rounds="pairs.rounds",
+                  summary="ACT in pairs.rounds rounds, each on alternatives re-sampled by the newest checkpoint"),
         StageKind("act_noreason", "grpo", "pairs", None, "selection", "selection", "act",
                   prompt_settings={"act_reasoning": False}, selection_eval=True,
                   summary="control: ACT without the reasoning instruction"),
@@ -274,5 +281,8 @@ def built_data(kind: str) -> DataKind | None:
 
 
 def needs_pairs(stages: list[str]) -> bool:
-    """Whether a pipeline of these stages needs ACT pairs (and so held-out pairs for selection accuracy)."""
-    return any(stage_kind(k).data == "pairs" for k in stages)
+    """Whether a pipeline of these stages needs ACT pairs (and so held-out pairs for selection accuracy).
+
+    A stage measured on held-out selection needs them too, though it samples its own (``act_onpolicy``).
+    """
+    return any(stage_kind(k).data == "pairs" or stage_kind(k).selection_eval for k in stages)

@@ -30,7 +30,7 @@ def test_every_kind_has_its_builder_hyperparameters_and_a_cluster_mapping(name):
 
 
 def test_the_schema_reads_the_table():
-    with pytest.raises(ConfigError, match=r"unknown stage 'actt'; stages are: act, act_noreason"):
+    with pytest.raises(ConfigError, match=r"unknown stage 'actt'; stages are: act, act_onpolicy, act_noreason"):
         load_config(overrides=["pipeline.stages=[actt,il]"])
     assert load_config(overrides=["pipeline.stages=[dpo,il]"]).pipeline.stages == ["dpo", "il"]
 
@@ -208,3 +208,30 @@ def test_a_data_kind_and_its_stage_registered_from_outside_run_in_the_pipeline_a
     rows = [" ".join(line.replace("│", " ").split()) for line in ls.stdout.splitlines()]
     assert "sft_echo sft on echo echo_ext" in rows and "echo echo.jsonl echo_ext" in rows  # the user's, named
     assert "act grpo on pairs, reward selection nemo_act.stage_data" in rows
+
+
+@pytest.mark.heavy
+def test_onpolicy_act_samples_each_rounds_alternatives_with_the_checkpoint_it_starts_from(
+    warm_tiny_model, sw_experts, tmp_path
+):
+    """``act_onpolicy`` with ``pairs.rounds=2`` (issue 44's on-policy hard negatives): round 1's pairs are sampled by
+    the initial policy (the pairs ``act`` trains on), round 2's by round 1's checkpoint; each round is followed by
+    held-out selection; IL then starts from round 2."""
+    from nemo_act.config import load_config
+    from nemo_act.data import read_manifest
+    from nemo_act.run.pipeline import PipelineRunner
+
+    run = tmp_path / "run"
+    cfg = load_config("conf/pipeline/act_onpolicy_il.yaml", [
+        f"pipeline.init={warm_tiny_model}", f"pipeline.experts.path={sw_experts}",
+        f"pipeline.heldout.path={sw_experts}", "pipeline.eval.stages=none", "train=smoke", f"run_dir={run}",
+    ])  # fmt: skip
+    assert cfg.pairs.rounds == 2
+    log = PipelineRunner(cfg).run()
+    assert [s["stage"] for s in log["stages"]] == ["01_act_onpolicy", "02_act_onpolicy", "03_il"]
+    first = read_manifest(run / "data" / "policy_pairs" / "01_act_onpolicy" / "pairs.jsonl")
+    second = read_manifest(run / "data" / "policy_pairs" / "02_act_onpolicy" / "pairs.jsonl")
+    assert first["params"]["policy"] == str(warm_tiny_model)
+    assert second["params"]["policy"] == str(run / "stages" / "01_act_onpolicy")
+    assert first["counts"]["pairs"] > 0 and second["counts"]["pairs"] > 0
+    assert set(log["selection"]) == {"init", "01_act_onpolicy", "02_act_onpolicy"}

@@ -236,6 +236,11 @@ class PairsConfig(_Strict):
         description="Only the first N expert states of a file (in file order) are paired: a bound for smoke runs "
         "(train=smoke); None = all.",
     )
+    rounds: int = Field(
+        gt=0,
+        description="Rounds of an act_onpolicy stage: before each, the newest checkpoint samples the alternatives "
+        "again (on-policy hard negatives; ours). Other ACT stages sample once, from the initial policy.",
+    )
 
 
 class EarlyExperienceConfig(_Strict):
@@ -596,8 +601,8 @@ class ExperimentConfig(_Strict):
                 value["bench"] = _packaged_block("bench")
             if isinstance(value.get("env"), dict):  # and env.lanes: those runs played one lane; batch_episodes
                 value["env"] = {"lanes": 1, "batch_episodes": True, **value["env"]}  # (12-03): they shared calls
-            if isinstance(value.get("pairs"), dict):  # and pairs.max_states: they paired every state
-                value["pairs"] = {"max_states": None, **value["pairs"]}
+            if isinstance(value.get("pairs"), dict):  # and pairs.max_states: they paired every state; pairs.rounds
+                value["pairs"] = {"max_states": None, "rounds": 1, **value["pairs"]}  # (12-05): one
             vllm = value.get("generation", {}).get("vllm") if isinstance(value.get("generation"), dict) else None
             if isinstance(vllm, dict):  # and generation.vllm.batch_invariant (12-04): it was the job's variable
                 value["generation"] = {**value["generation"], "vllm": {"batch_invariant": False, **vllm}}

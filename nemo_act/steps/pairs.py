@@ -330,3 +330,27 @@ def collect_pairs(
     params_file.unlink(missing_ok=True)
     check_coverage(counts, cfg.pairs.min_state_share, out)
     return Summary(counts=counts, out=out)
+
+
+def build_policy_pairs(
+    cfg: ExperimentConfig,
+    experts: str | Path,
+    generator: Generator,
+    folder: str | Path,
+    workers: int,
+    progress: bool = True,
+    critic: Generator | None = None,
+) -> Summary:
+    """The ``policy_pairs`` data kind: ACT pairs sampled by the checkpoint an ``act_onpolicy`` round starts from.
+
+    :func:`collect_pairs` into ``<folder>/pairs.jsonl`` (the same file, manifest and resume as the runner's pairs);
+    ``workers`` and ``critic`` are the data-kind builder's arguments, unused (no env, no frozen critic).
+
+    Returns:
+        The pairs' counts, with ``kept`` (pairs) and ``dropped`` (samples by reason) as every builder reports them.
+    """
+    del workers, critic
+    summary = collect_pairs(experts, generator, cfg, Path(folder) / "pairs.jsonl", progress=progress)
+    c = summary.counts
+    dropped = {k.removeprefix("dropped_"): v for k, v in c.items() if k.startswith("dropped_") and v}
+    return Summary(counts={**c, "kept": c["pairs"], "dropped": dropped}, out=summary.out)
