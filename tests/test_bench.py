@@ -160,7 +160,7 @@ def test_the_smoke_bench_scores_the_test_fold_once_and_a_cell_rerun_repeats_its_
     out = tmp_path / "bench"
     done = _bench(env, out, "bench.split=test")
     assert done.returncode == 0, done.stderr[-3000:]
-    report = out / "report"
+    report = out / "report" / "test"
     result = json.loads((report / "bench.json").read_text())
     assert list(result["arms"]) == ["il", "act_il", "il_il"] and result["split"] == "test"
     assert result["episodes"] == 4 and result["seeds"] == [0]
@@ -182,7 +182,7 @@ def test_the_smoke_bench_scores_the_test_fold_once_and_a_cell_rerun_repeats_its_
     for name, fold in [("pairs.jsonl", "train"), ("heldout_pairs.jsonl", "dev")]:
         seeds = {int(p.state_id.split("/")[-2]) for p in read_jsonl(out / "data" / name, Pair)}
         assert seeds and all(s in folds[fold] for s in seeds), (name, seeds)
-    scored = [json.loads(line) for f in out.glob("arms/*/seed_0/eval/*/seed_0/episodes.jsonl")
+    scored = [json.loads(line) for f in out.glob("arms/*/seed_0/eval/test/*/seed_0/episodes.jsonl")
               for line in f.read_text().splitlines()]  # fmt: skip
     assert len(scored) == 12 and all(e["variation"] in folds["test"] for e in scored)
     assert cfg.bench.split == "dev"  # the file: the test fold was asked on the command line
@@ -193,11 +193,11 @@ def test_the_smoke_bench_scores_the_test_fold_once_and_a_cell_rerun_repeats_its_
 
     # one cell trained and scored again from nothing: the same episodes, the same table
     cell = out / "arms" / "act_il" / "seed_0"
-    before = sorted((cell / "eval").glob("*/seed_0/episodes.jsonl"))[0].read_text()
+    before = sorted((cell / "eval" / "test").glob("*/seed_0/episodes.jsonl"))[0].read_text()
     shutil.rmtree(cell)
     rerun = _bench(env, out, "bench.split=test", "--arm", "act_il", "--seed", "0")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert sorted((cell / "eval").glob("*/seed_0/episodes.jsonl"))[0].read_text() == before
+    assert sorted((cell / "eval" / "test").glob("*/seed_0/episodes.jsonl"))[0].read_text() == before
     table = _bench(env, out, "bench.split=test", "--report")
     assert table.returncode == 0, table.stderr[-3000:]
     assert json.loads((report / "bench.json").read_text()) == result

@@ -4,8 +4,9 @@ Folder (``run_dir``)::
 
     data/                       experts, held-out experts, their pairs: one set for every arm and seed
     tiny-model/, warmup/        the initial policy (:mod:`nemo_act.run.warmup`), every arm's start
-    arms/<arm>/seed_<s>/        one ``nemo-act run`` folder per arm and training seed (resumed like any run)
-    report/bench.md, .csv, .png the table and the plot; ``report/bench.json`` every number behind them
+    arms/<arm>/seed_<s>/        one ``nemo-act run`` folder per arm and training seed (resumed like any run), its
+                                scores in eval/<split>/<stage>/: dev and test of one trained cell side by side
+    report/<split>/bench.md     the table (also .csv), the plot (.png) and every number behind them (.json), per fold
     test_settings.yaml          the config the test fold was first scored with (the guard, below)
 
 Every cell (arm, seed) is the arm's pipeline file (``conf/pipeline/<arm>.yaml``) on top of the bench config, started
@@ -47,7 +48,8 @@ def cell_config(cfg: ExperimentConfig, arm: str, seed: int, init: str) -> Experi
     from nemo_act.run.demo import _pipeline_cfg
 
     cell = _pipeline_cfg(cfg, arm, init)
-    ev = cell.pipeline.eval.model_copy(update={"split": cfg.bench.split, "stages": "final"})
+    # the runner evaluates nothing itself: the bench scores the final checkpoint into eval/<split>/ (Bench.run_cell)
+    ev = cell.pipeline.eval.model_copy(update={"split": cfg.bench.split, "stages": "none"})
     return cell.model_copy(
         update={
             "seed": seed,
@@ -133,17 +135,23 @@ class Cell:
     selection: dict[str, float] | None
 
 
-def read_cell(folder: Path, arm: str, seed: int) -> Cell | None:
-    """A finished cell's results (None when its run has not finished)."""
+def eval_name(split: str, checkpoint: str) -> str:
+    """Where a cell's evaluation on ``split`` lives, under its ``eval/``: ``<split>/<stage>`` (dev and test apart)."""
+    return f"{split}/{Path(checkpoint).name}"
+
+
+def read_cell(folder: Path, arm: str, seed: int, split: str) -> Cell | None:
+    """A finished cell's results on ``split`` (None when its run or that evaluation has not finished)."""
     from nemo_act.data.io import read_json, read_jsonl
     from nemo_act.evaluation.rollout import EpisodeRecord
 
     run = folder / "run.json"
     if not run.exists():
         return None
-    log = read_json(run)
-    (name,) = log["eval"]
-    records = sorted(read_jsonl(folder / "eval" / name / f"seed_{seed}" / "episodes.jsonl", EpisodeRecord),
+    scored = folder / "eval" / eval_name(split, read_json(run)["final_checkpoint"])
+    if not (scored / "summary.json").exists():
+        return None
+    records = sorted(read_jsonl(scored / f"seed_{seed}" / "episodes.jsonl", EpisodeRecord),
                      key=lambda r: (r.task_id, r.variation))  # fmt: skip
     sel_path = folder / "selection" / "final.json"
     selection = None
@@ -352,23 +360,29 @@ class Bench:
         return warm.init, heldout_pairs
 
     def run_cell(self, arm: str, seed: int, init: str, heldout_pairs: Path) -> None:
-        """Train and score one cell (reused when finished), then held-out selection of its final checkpoint."""
+        """Train one cell (reused when finished), score it on ``bench.split``, measure its held-out selection.
+
+        The final checkpoint's scores go to ``eval/<split>/<stage>/``: a dev score and a test score of one trained
+        cell live side by side.
+        """
         from nemo_act.run.pipeline import PipelineRunner
 
         runner = PipelineRunner(cell_config(self.cfg, arm, seed, init), self.cell_dir(arm, seed),
                                 data_dir=self.data, console=self.console)  # fmt: skip
-        log = runner.run()
-        runner.selection("final", log["final_checkpoint"], heldout_pairs)
+        final = runner.run()["final_checkpoint"]
+        runner.evaluate(eval_name(self.cfg.bench.split, final), final)
+        runner.selection("final", final, heldout_pairs)
 
     def cells(self) -> list[Cell]:
-        """The finished cells of the configured arms and seeds."""
-        found = [read_cell(self.cell_dir(a, s), a, s) for a in self.cfg.bench.arms for s in self.cfg.bench.seeds]
+        """The finished cells of the configured arms and seeds, on ``bench.split``."""
+        b = self.cfg.bench
+        found = [read_cell(self.cell_dir(a, s), a, s, b.split) for a in b.arms for s in b.seeds]
         return [c for c in found if c is not None]
 
     def report(self) -> dict[str, Any]:
         """Analyse the finished cells, print the table and write the report files."""
         result = analyse(self.cells(), self.cfg)
-        paths = write_report(result, self.out / "report")
+        paths = write_report(result, self.out / "report" / self.cfg.bench.split)
         print_table(result, self.console)
         if result["left_out"]:
             self.console.print(f"[yellow]left out[/] (their seed is not finished by every arm): {result['left_out']}")
