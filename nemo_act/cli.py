@@ -736,7 +736,7 @@ def _run_command(sub: argparse._SubParsersAction) -> None:
 def _bench_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act bench``."""
     p = sub.add_parser("bench", help="does ACT help here? arms x training seeds on one fold, with intervals")
-    p.add_argument("bench", help="bench config, e.g. conf/bench/textworld_express.yaml")
+    p.add_argument("bench", help="bench config, conf/bench/<name>.yaml (docs/bench.md)")
     p.add_argument("--run-dir", default=None, help="bench folder (default: run_dir of the config)")
     p.add_argument("--prepare", action="store_true", help="only the shared start (experts, warm-up, held-out pairs)")
     p.add_argument("--arm", default=None, help="run one cell: this arm (with --seed), e.g. one cluster job per cell")

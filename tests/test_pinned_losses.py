@@ -39,6 +39,8 @@ PINNED_GRPO: dict[str, list[tuple[float, float]]] = {
     "act_noreason": [(-0.125, 2.011915), (0.0, 0.005219738), (-0.125, 1.550402)],
     "rl": [(0.625, 0.639091), (0.5, 2.078525), (1.0, 9.235e-07)],
 }
+# act_onpolicy's first round trains on pairs its starting checkpoint sampled, as act does: same rows, same numbers
+PINNED_GRPO["act_onpolicy"] = PINNED_GRPO["act"]
 
 
 def _trajectories() -> list[Trajectory]:
@@ -153,6 +155,7 @@ def _stage_rows(kind: str, cfg, pairs: list) -> list:
     builders = {
         "act": lambda: stage_data.act_rows(pairs, scfg),
         "act_noreason": lambda: stage_data.act_rows(pairs, scfg),
+        "act_onpolicy": lambda: stage_data.policy_act_rows(pairs, trajs, scfg),
         "sft_choice": lambda: stage_data.sft_choice_rows(pairs, scfg),
         "dpo": lambda: stage_data.dpo_rows(pairs, scfg),
         "rl": lambda: stage_data.rl_rows(trajs, scfg),
@@ -176,14 +179,15 @@ def _quick(kind: str) -> list[str]:
                      f"train.{block}.warmup_ratio=0"]  # fmt: skip
 
 
-KINDS = ["act", "act_noreason", "rl", "sft_choice", "dpo", "ee", "ee_wm", "agent_r", "sand"]
+KINDS = ["act", "act_noreason", "act_onpolicy", "rl", "sft_choice", "dpo", "ee", "ee_wm", "agent_r", "sand"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_stage_kinds_first_steps_are_pinned(kind, warm, pairs, tmp_path):
     from nemo_act.stage_kinds import STAGE_KINDS, stage_kind
 
-    assert set(KINDS) | {"il"} == set(STAGE_KINDS)  # a new stage kind gets a pin here
+    # a new stage kind gets a pin here; il_matched is IL's rows and settings with ACT's step budget (test_bench.py)
+    assert set(KINDS) | {"il", "il_matched"} == set(STAGE_KINDS)
     cfg = load_config(overrides=_quick(kind))
     rows = _stage_rows(kind, cfg, pairs)
     assert rows
