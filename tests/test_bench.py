@@ -201,3 +201,21 @@ def test_the_smoke_bench_scores_the_test_fold_once_and_a_cell_rerun_repeats_its_
     table = _bench(env, out, "bench.split=test", "--report")
     assert table.returncode == 0, table.stderr[-3000:]
     assert json.loads((report / "bench.json").read_text()) == result
+
+
+def test_the_gpu_and_cluster_lines_of_the_docs_compose():
+    """docs/bench.md's one-line changes from the tiny model: each composes to the model, engine and budgets it says."""
+    import re
+    import shlex
+
+    text = (Path(__file__).parents[1] / "docs" / "bench.md").read_text()
+    block = text[text.index("# one GPU, Qwen3-0.6B") :].split("```")[0]
+    lines = [re.sub(r"\s*#.*", "", line) for line in block.replace("\\\n", " ").splitlines()]
+    commands = [shlex.split(line) for line in lines if line.strip().startswith("nemo-act bench")]
+    assert len(commands) == 2
+    for argv in commands:
+        overrides = [a for a in argv[3:] if "=" in a and not a.startswith("-")]
+        cfg = load_config(argv[2], overrides)
+        assert cfg.train.act.max_completion_length == 512 and cfg.train.act.max_steps == -1
+        assert cfg.model.tiny is None and cfg.bench.arms == ["il", "act_il", "il_il"]
+    assert load_config(commands[1][2], [a for a in commands[1][3:] if "=" in a]).engine.name == "nemo_rl"
