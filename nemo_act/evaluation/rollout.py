@@ -414,7 +414,9 @@ class Scheduler:
             while lane.free and lane.queue:
                 slot, ep = lane.free.pop(), lane.queue.pop(0)
                 lane.starting[slot] = ep
-            for slot, view in self.pool.run({s: ep.call for s, ep in lane.starting.items()}).items():
+            # in slot order, not in the order workers answered: which slot frees first decides where the next
+            # episode goes, and so its place in a batched call (env.batch_episodes), so a rerun repeats
+            for slot, view in sorted(self.pool.run({s: ep.call for s, ep in lane.starting.items()}).items()):
                 ep = lane.starting[slot]
                 if isinstance(view, str):  # a branch that could not be restored: recorded, not retried
                     self.log.append([_failed(ep, self.seed, view)])
@@ -463,7 +465,7 @@ class Scheduler:
         lane.call = lane.future = None
         results = self.pool.run(calls)
         self._requeue_lost()
-        for s, view in results.items():
+        for s, view in sorted(results.items()):  # slot order, as in _start
             if s not in lane.live:
                 continue
             ep = lane.live[s]
