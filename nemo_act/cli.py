@@ -527,8 +527,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Compare arms over training seeds on one fold, with intervals (``nemo-act bench``)."""
-    from pathlib import Path
-
     from nemo_act.run.bench import run_bench
 
     cfg = load_config(args.bench, _overrides(args))

@@ -234,4 +234,5 @@ def test_onpolicy_act_samples_each_rounds_alternatives_with_the_checkpoint_it_st
     assert first["params"]["policy"] == str(warm_tiny_model)
     assert second["params"]["policy"] == str(run / "stages" / "01_act_onpolicy")
     assert first["counts"]["pairs"] > 0 and second["counts"]["pairs"] > 0
+    assert not (run / "data" / "pairs.jsonl").exists()  # round 1 samples its own: no train pairs sampled twice
     assert set(log["selection"]) == {"init", "01_act_onpolicy", "02_act_onpolicy"}

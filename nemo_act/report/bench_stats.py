@@ -39,10 +39,6 @@ class Estimate:
     low: float
     high: float
 
-    def excludes(self, null: float) -> bool:
-        """True when the interval lies wholly above or below ``null``."""
-        return self.low > null or self.high < null
-
 
 @contextlib.contextmanager
 def _seeded(seed: int) -> Iterator[None]:

@@ -195,6 +195,7 @@ def analyse(cells: list[Cell], cfg: ExperimentConfig) -> dict[str, Any]:
             if done[s].episodes != episodes:
                 raise BenchError(f"arm {arm} seed {s} scored other episodes than {b.baseline} seed {seeds[0]}")
     boot = (b.bootstrap.reps, b.bootstrap.confidence, b.bootstrap.seed)
+    base = {f: _matrix([by_arm[b.baseline][s] for s in seeds], f) for f in ("success", "score")}
     arms: dict[str, Any] = {}
     for arm in b.arms:
         mine = [by_arm[arm][s] for s in seeds]
@@ -209,10 +210,9 @@ def analyse(cells: list[Cell], cfg: ExperimentConfig) -> dict[str, Any]:
             row["selection_accuracy"] = sum(s["accuracy"] for s in sels) / len(sels)
             row["selection_neither"] = sum(s["neither"] for s in sels) / len(sels)
         if arm != b.baseline:
-            base = [by_arm[b.baseline][s] for s in seeds]
             for field in ("success", "score"):
-                diff = bench_stats.paired_difference(_matrix(mine, field), _matrix(base, field), *boot)
-                poi = bench_stats.probability_of_improvement(_matrix(mine, field), _matrix(base, field), *boot)
+                diff = bench_stats.paired_difference(_matrix(mine, field), base[field], *boot)
+                poi = bench_stats.probability_of_improvement(_matrix(mine, field), base[field], *boot)
                 row[f"{field}_difference"] = asdict(diff)
                 row[f"{field}_improvement"] = asdict(poi)
             row["verdict"] = bench_stats.verdict(bench_stats.Estimate(**row["success_difference"]))
@@ -352,7 +352,6 @@ class Bench:
         from nemo_act.run.pipeline import PipelineRunner
         from nemo_act.run.warmup import warm_up
 
-        check_folds(self.cfg)
         warm = warm_up(self.cfg, self.out, self.data, self.console)
         runner = PipelineRunner(cell_config(self.cfg, self.cfg.bench.baseline, 0, warm.init), self.out / "warmup",
                                 data_dir=self.data, console=self.console)  # fmt: skip

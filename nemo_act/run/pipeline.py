@@ -578,9 +578,11 @@ class PipelineRunner:
         inputs: dict[str, Path | None] = {"experts": experts}
         heldout_pairs = None
         if has_pairs:
-            inputs["pairs"] = self.pairs(experts, "pairs.jsonl")
+            if "pairs" in data_steps(stages):  # act_onpolicy alone samples its own, per round
+                inputs["pairs"] = self.pairs(experts, "pairs.jsonl")
             heldout_pairs = self.pairs(self.experts("heldout"), "heldout_pairs.jsonl")
-            self.print_pairs_summary({"train": inputs["pairs"], "held-out": heldout_pairs})
+            train = {"train": inputs["pairs"]} if "pairs" in inputs else {}
+            self.print_pairs_summary({**train, "held-out": heldout_pairs})
             self.log["selection"] = {"init": self.selection("init", self.init, heldout_pairs)}
         for kind in data_steps(stages):
             if built_data(kind) and DATA_KINDS[kind].policy == "init":

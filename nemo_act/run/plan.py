@@ -57,7 +57,8 @@ def plan(runner: PipelineRunner) -> list[dict[str, str]]:
         policy = f"{policy} + {cfg.pairs.from_data_k} from_data"
     has_pairs = needs_pairs(cfg.pipeline.stages)
     if has_pairs:
-        add("pairs", py("pairs"), f"experts.jsonl, policy {policy}", data / "pairs.jsonl")
+        if "pairs" in data_steps(cfg.pipeline.stages):
+            add("pairs", py("pairs"), f"experts.jsonl, policy {policy}", data / "pairs.jsonl")
         add("experts", py("experts"), source("heldout"), data / "heldout_experts.jsonl")
         add("pairs", py("pairs"), f"heldout_experts.jsonl, policy {policy}", data / "heldout_pairs.jsonl")
         add("selection", py("selection"), f"{runner.init}, heldout_pairs.jsonl", d / "selection" / "init.json")

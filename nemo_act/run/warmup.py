@@ -43,7 +43,7 @@ def warm_up(cfg: ExperimentConfig, out: Path, data: Path, console: Console) -> W
         console: Where progress goes.
 
     Returns:
-        The expert files, the warm-up checkpoint and the minutes each part took.
+        The expert files, the warm-up checkpoint and the seconds each part took.
     """
     from nemo_act.data.io import read_jsonl
     from nemo_act.data.records import Pair, Trajectory
