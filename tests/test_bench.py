@@ -88,7 +88,7 @@ def _cfg(*overrides: str):
 
 
 def _cell(arm: str, seed: int, success: list[float]) -> Cell:
-    return Cell(arm, seed, [f"g#{i}" for i in range(len(success))], success, success, None)
+    return Cell(arm, seed, [f"g#{i}" for i in range(len(success))], success, success, None, {}, "")
 
 
 def test_analysis_compares_the_seeds_every_arm_finished_and_names_the_rest():
@@ -101,7 +101,7 @@ def test_analysis_compares_the_seeds_every_arm_finished_and_names_the_rest():
     assert act["success_difference"]["value"] == pytest.approx((ARM[:2] - BASE[:2]).mean())
     assert act["per_seed_success"] == pytest.approx([0.75, 0.5])
     assert result["arms"]["il_il"]["success_difference"]["value"] == 0 and "verdict" not in result["arms"]["il"]
-    cells[0] = Cell("il", 0, ["other#0"] * 4, list(BASE[0]), list(BASE[0]), None)
+    cells[0] = Cell("il", 0, ["other#0"] * 4, list(BASE[0]), list(BASE[0]), None, {}, "")
     with pytest.raises(BenchError, match="other episodes"):
         bench.analyse(cells, cfg)
 

@@ -3,8 +3,11 @@ ends: the same weights, byte for byte, and the same logged metrics (issue 35).
 
 The model is a tiny Qwen3 warmed by a short IL run, so GRPO's groups score differently and every stage moves the
 weights (an untrained model's equal rewards would leave GRPO's weights untouched and make the test unable to fail).
-Six rows and a 12-step stage: GRPO sees 3-step epochs (2 prompts x 2 generations per step), so the resumes land
-inside and across epochs, where TRL's own sampler replayed epoch 0's order (:mod:`nemo_act.engines.local.exact_resume`).
+Six rows and an 11-step stage saving every 4 steps: GRPO sees 3-step epochs (2 prompts x 2 generations per step),
+SFT and DPO 2-step epochs, so the resumes land inside and across epochs, where TRL's own sampler replayed epoch 0's
+order (:mod:`nemo_act.engines.local.exact_resume`), and the last one (checkpoint 11) is not the end of an epoch, where
+transformers' loop took a twelfth step (issue 45). The process kills itself with SIGKILL at the chosen point
+(``tests/stage_process.py``): after checkpoint 4, 8 and 11 is whole, and halfway through writing the final weights.
 """
 
 import hashlib
@@ -13,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -33,7 +35,7 @@ TIMING = {"train_runtime", "train_samples_per_second", "train_steps_per_second",
 
 def overrides(kind: str) -> list[str]:
     o = [
-        f"train.{kind}.max_steps=12",
+        f"train.{kind}.max_steps=11",
         f"train.{kind}.save_steps=4",
         f"train.{kind}.batch_size=4",
         f"train.{kind}.grad_accum=1",
@@ -57,23 +59,20 @@ def _rows(kind: str, sw_experts: Path, folder: Path) -> list[dict]:
     return (stage_data.act_rows if kind == "act" else stage_data.dpo_rows)(pairs, cfg)
 
 
-def _train(job: Path, kill_after: int | None = None) -> str | None:
-    """Run the stage in its own process; with ``kill_after``, SIGKILL it once checkpoint-N is whole."""
+def _train(job: Path, **kill: int | bool) -> str | None:
+    """Run the stage in its own process; ``kill_after=N`` or ``kill_writing_weights=True`` make it SIGKILL itself."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    cmd = [sys.executable, str(STAGE_PROCESS), str(job)]
-    if kill_after is None:
-        res = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    spec = json.loads(job.read_text())
+    job.write_text(json.dumps(dict({k: v for k, v in spec.items() if not k.startswith("kill")}, **kill)))
+    res = subprocess.run([sys.executable, str(STAGE_PROCESS), str(job)], env=env, capture_output=True, text=True)
+    if not kill:
         assert res.returncode == 0, res.stderr[-3000:]
         return res.stdout.split()[-1]
-    out = Path(json.loads(job.read_text())["out"])
-    marker = out / "checkpoints" / f"checkpoint-{kill_after}" / "trainer_state.json"  # written last: whole
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None and not marker.exists():
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert marker.exists() and not (out / "model.safetensors").exists(), "the kill must land after the checkpoint"
+    assert res.returncode == -signal.SIGKILL, res.stderr[-3000:]
+    out = Path(spec["out"])
+    assert not (out / "metrics.jsonl").exists(), "the kill must land before the stage has finished"
+    if "kill_after" in kill:
+        assert (out / "checkpoints" / f"checkpoint-{kill['kill_after']}" / "trainer_state.json").exists()
     return None
 
 
@@ -99,10 +98,12 @@ def test_a_stage_killed_at_each_checkpoint_resumes_to_the_uninterrupted_weights(
     killed = job("killed")
     _train(killed, kill_after=4)
     _train(killed, kill_after=8)  # resumed from 4, killed again at 8
-    resumed = _train(killed)  # resumed from 8, to the end
+    _train(killed, kill_after=11)  # resumed from 8, killed once the final checkpoint is whole
+    _train(killed, kill_writing_weights=True)  # resumed from 11, killed writing the stage's weights
+    resumed = _train(killed)  # resumed from 11 again: nothing left to train, the weights handed over
     warm = hashlib.sha256((warm_tiny_model / "model.safetensors").read_bytes()).hexdigest()
     assert straight != warm, "the stage must move the weights, or equal weights prove nothing"
     assert resumed == straight
     straight_m, resumed_m = _metrics(tmp_path / "straight"), _metrics(tmp_path / "killed")
-    assert [m["step"] for m in straight_m] == [3, 6, 9, 12, 12]
+    assert [m["step"] for m in straight_m] == [3, 6, 9, 11]
     assert resumed_m == straight_m  # loss, rewards, num_tokens per log; train_loss over the whole run

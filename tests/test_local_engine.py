@@ -234,8 +234,85 @@ def test_a_finished_stage_with_cut_weights_is_trained_again_and_a_stale_selectio
     log = again.run()
     assert [s["status"] for s in log["stages"]] == ["trained"]
     AutoModelForCausalLM.from_pretrained(stage)  # whole again
-    redone = again.selection("01_il", str(stage), pairs)  # the stage was retrained: its selection is remade
-    assert redone["fingerprint"] != first["fingerprint"]
+    # retrained from the same inputs on a CPU: the same bytes, so the selection they made is still theirs
+    assert again.selection("01_il", str(stage), pairs) == first
+
+
+def _other_weights(stage, record: bool) -> str:
+    """Put other weights into a finished stage, as another training of the same inputs would (a GPU's kernels, a
+    copy from another machine): one tensor nudged. ``record``: its ``stage.json`` rewritten as a finished stage's
+    (the stage retrained elsewhere and copied whole); else only the file replaced by hand. Returns their sha256."""
+    from safetensors.torch import load_file, save_file
+
+    from nemo_act.data.manifest import file_sha256
+    from nemo_act.run.pipeline import weights_record
+
+    path = stage / "model.safetensors"
+    tensors = load_file(path)
+    name = sorted(tensors)[0]
+    tensors[name] = tensors[name] + 0.01
+    save_file(tensors, path, metadata={"format": "pt"})
+    if record:
+        info = json.loads((stage / "stage.json").read_text())
+        info["weights"] = weights_record(stage)
+        (stage / "stage.json").write_text(json.dumps(info))
+    return file_sha256(path)
+
+
+@pytest.mark.heavy
+def test_an_evaluation_and_a_selection_are_reused_only_for_the_weights_they_used(
+    tiny_model_dir, sw_experts, random_pairs, tmp_path
+):
+    """Issue 45: a finished evaluation was reused by its stage's inputs, not by the weights it played, so weights
+    replaced by another training of the same inputs kept the old episodes and scores. Each records the sha256 of
+    the weights it used and is redone, with one line saying why, when they differ: after a finished evaluation,
+    after one cut short (no old episode is kept), with the stage record rewritten or the file replaced by hand."""
+    import io
+
+    from rich.console import Console
+
+    from nemo_act.data.manifest import file_sha256
+    from nemo_act.run.pipeline import PipelineRunner
+
+    cfg = _pipeline_cfg(
+        tiny_model_dir, sw_experts, tmp_path, ["il"],
+        "pipeline.eval.split=test", "pipeline.eval.tasks=[lifespan-longest-lived]", "pipeline.eval.max_variations=1",
+        "pipeline.eval.workers=1", "pipeline.eval.envs_per_worker=1", "eval.seeds=[0]", "benchmark.max_steps=3",
+    )  # fmt: skip
+    PipelineRunner(cfg).run()
+    stage = tmp_path / "run" / "stages" / "01_il"
+    pairs = tmp_path / "heldout.jsonl"
+    pairs.write_text("".join(random_pairs.read_text().splitlines(keepends=True)[:4]))
+    said = io.StringIO()
+    runner = PipelineRunner(cfg, console=Console(file=said, width=300))
+    episodes = tmp_path / "run" / "eval" / "01_il" / "seed_0" / "episodes.jsonl"
+
+    first = runner.evaluate("01_il", str(stage))
+    selected = runner.selection("01_il", str(stage), pairs)
+    sha = file_sha256(stage / "model.safetensors")
+    assert first["weights"] == selected["weights"] == {"model.safetensors": sha}
+    assert runner.evaluate("01_il", str(stage)) == first and runner.selection("01_il", str(stage), pairs) == selected
+    assert "skip evaluation of 01_il: finished with the same weights and config" in said.getvalue()
+
+    for record in (True, False):
+        said.truncate(0)
+        new = _other_weights(stage, record)
+        redone = runner.evaluate("01_il", str(stage))["weights"]
+        assert redone == runner.selection("01_il", str(stage), pairs)["weights"] == {"model.safetensors": new}
+        text = said.getvalue()
+        assert "redo evaluation of 01_il: its checkpoint's weights are not the ones it used" in text
+        assert "redo held-out selection of 01_il: its checkpoint's weights are not the ones it used" in text
+        assert len(episodes.read_text().splitlines()) == 1  # played again, not appended to the old weights' episode
+
+    # an evaluation cut short, then other weights: the episodes it had played are not kept
+    (tmp_path / "run" / "eval" / "01_il" / "summary.json").unlink()
+    (tmp_path / "run" / "eval" / "01_il" / "seed_0" / "summary.json").unlink()
+    stale = episodes.read_text()
+    said.truncate(0)
+    _other_weights(stage, record=True)
+    runner.evaluate("01_il", str(stage))
+    assert "redo evaluation of 01_il: its checkpoint's weights are not the ones it used" in said.getvalue()
+    assert len(episodes.read_text().splitlines()) == 1 and episodes.read_text() != stale
 
 
 @pytest.mark.heavy

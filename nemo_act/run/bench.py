@@ -133,6 +133,8 @@ class Cell:
     success: list[float]
     score: list[float]
     selection: dict[str, float] | None
+    weights: dict[str, str]  # sha256 of the weight files it was scored with (pipeline.weights_digest)
+    checkpoint: str
 
 
 def eval_name(split: str, checkpoint: str) -> str:
@@ -148,9 +150,11 @@ def read_cell(folder: Path, arm: str, seed: int, split: str) -> Cell | None:
     run = folder / "run.json"
     if not run.exists():
         return None
-    scored = folder / "eval" / eval_name(split, read_json(run)["final_checkpoint"])
+    final = read_json(run)["final_checkpoint"]
+    scored = folder / "eval" / eval_name(split, final)
     if not (scored / "summary.json").exists():
         return None
+    summary = read_json(scored / "summary.json")
     records = sorted(read_jsonl(scored / f"seed_{seed}" / "episodes.jsonl", EpisodeRecord),
                      key=lambda r: (r.task_id, r.variation))  # fmt: skip
     sel_path = folder / "selection" / "final.json"
@@ -165,6 +169,8 @@ def read_cell(folder: Path, arm: str, seed: int, split: str) -> Cell | None:
         success=[float(r.success) for r in records],
         score=[r.max_score / 100 for r in records],
         selection=selection,
+        weights=summary.get("weights", {}),
+        checkpoint=final,
     )
 
 
@@ -204,6 +210,7 @@ def analyse(cells: list[Cell], cfg: ExperimentConfig) -> dict[str, Any]:
             "score": asdict(bench_stats.mean_interval(_matrix(mine, "score"), *boot)),
             "per_seed_success": [sum(c.success) / len(c.success) for c in mine],
             "per_seed_score": [sum(c.score) / len(c.score) for c in mine],
+            "weights": {str(c.seed): c.weights for c in mine},  # what each seed's scores were played with
         }
         sels = [c.selection for c in mine if c.selection is not None]
         if sels:
@@ -373,10 +380,27 @@ class Bench:
         runner.selection("final", final, heldout_pairs)
 
     def cells(self) -> list[Cell]:
-        """The finished cells of the configured arms and seeds, on ``bench.split``."""
+        """The finished cells of the configured arms and seeds, on ``bench.split``.
+
+        A cell whose checkpoint no longer holds the weights it was scored with is left out, with a line saying how to
+        score it again (the runner redoes such an evaluation: :func:`nemo_act.run.pipeline.redo_reason`).
+        """
+        from nemo_act.run.pipeline import weights_digest
+
         b = self.cfg.bench
         found = [read_cell(self.cell_dir(a, s), a, s, b.split) for a in b.arms for s in b.seeds]
-        return [c for c in found if c is not None]
+        cells = []
+        for c in found:
+            if c is None:
+                continue
+            if c.weights != weights_digest(c.checkpoint):
+                self.console.print(
+                    f"[yellow]left out[/] {c.arm} seed {c.seed}: its checkpoint's weights are not the ones it was "
+                    f"scored with; score it again: nemo-act bench <config> --arm {c.arm} --seed {c.seed}"
+                )
+                continue
+            cells.append(c)
+        return cells
 
     def report(self) -> dict[str, Any]:
         """Analyse the finished cells, print the table and write the report files."""

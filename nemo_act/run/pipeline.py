@@ -8,7 +8,7 @@ Run folder layout (``run_dir``)::
     data/heldout_experts.jsonl  held-out expert states (pipeline.heldout) and their pairs
     stages/01_act/              HF checkpoint + config.yaml + metrics.jsonl + stage.json
     stages/02_il/ ...
-    eval/<stage>/               env evaluation (seed_<s>/episodes.jsonl, summary.json)
+    eval/<stage>/               env evaluation (seed_<s>/episodes.jsonl, summary.json; started.json: what it plays with)
     selection/<stage>.json      held-out selection accuracy (free and forced choice)
     run.json                    what ran, what was skipped, final summaries; ``history``: every invocation
     invocations.jsonl           one line per event of every invocation (started, each stage, finished or
@@ -19,12 +19,14 @@ starting checkpoint's fingerprint, data hash, the stage's hyperparameters, promp
 config, seed; on the cluster engine also precision, NeMo-RL bases and overrides) is unchanged. A
 stage that crashed restarts from its last checkpoint in ``stages/NN_kind/checkpoints`` (TRL's on the
 local engine, NeMo-RL's on the cluster engine); a stage whose fingerprint changed is retrained from
-scratch, and so is every stage after it.
+scratch, and so is every stage after it. An evaluation or a held-out selection is reused when its fingerprint and
+the sha256 of the weights it used are those of now (:func:`redo_reason`); else it is made again, saying why.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
 import json
 import os
@@ -67,7 +69,11 @@ def checkpoint_fingerprint(path: str) -> str:
     return _hash(path)
 
 
-WEIGHT_FILES = ("*.safetensors", "*.bin")
+WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")  # not training_args.bin, which is no weights
+
+
+def _is_weights(name: str) -> bool:
+    return any(fnmatch.fnmatch(name, pattern) for pattern in WEIGHT_FILES)
 
 
 def weights_record(folder: Path) -> dict[str, list[Any]]:
@@ -86,6 +92,7 @@ def weights_changed(folder: Path, recorded: dict[str, list[Any]]) -> str | None:
     Sizes are always compared; a file's digest is computed again only when its modification time moved (a copy,
     an edit), so skipping a finished 16 GB stage reads its weights only when something touched them.
     """
+    recorded = {name: rec for name, rec in recorded.items() if _is_weights(name)}  # older records: training_args.bin
     names = {p.name for pattern in WEIGHT_FILES for p in folder.glob(pattern)}
     if names != set(recorded):
         return f"weight files {sorted(names)} where it finished with {sorted(recorded)}"
@@ -95,6 +102,41 @@ def weights_changed(folder: Path, recorded: dict[str, list[Any]]) -> str | None:
             return f"{name} is {st.st_size:,} bytes, {size:,} when it finished (cut short?)"
         if st.st_mtime_ns != mtime and file_sha256(folder / name) != digest:
             return f"{name} has other bytes than when it finished"
+    return None
+
+
+EVAL_STARTED = "started.json"  # in an evaluation's folder: what its episodes are played with, before the first one
+
+
+def weights_digest(checkpoint: str) -> dict[str, str]:
+    """The sha256 of each weight file a checkpoint loads ({} for a hub name).
+
+    What an evaluation or a held-out selection of the checkpoint records, and is redone when it differs. A finished
+    stage's digests come from its ``stage.json`` (a file is hashed again only when its size or time moved since, as
+    :func:`weights_changed` does); any other folder's are computed.
+    """
+    folder = Path(checkpoint)
+    if not folder.is_dir():
+        return {}
+    marker = folder / "stage.json"
+    recorded = read_json(marker).get("weights") if marker.exists() else None
+    if not recorded or weights_changed(folder, recorded) is not None:
+        recorded = weights_record(folder)
+    return {name: rec[2] for name, rec in sorted(recorded.items()) if _is_weights(name)}
+
+
+def redo_reason(done: dict[str, Any], fingerprint: str, weights: dict[str, str]) -> str | None:
+    """Why a finished result (its ``fingerprint`` and ``weights`` fields) must be made again, or None to reuse it.
+
+    The runner's one rule for what it reuses: the same inputs and config (the fingerprint) and the same weights
+    (their sha256; a result written before results recorded them is redone once).
+    """
+    if done.get("weights") != weights:
+        if "weights" not in done:
+            return "it does not record the weights it used (written by an older nemo-act)"
+        return "its checkpoint's weights are not the ones it used (sha256 differs)"
+    if done.get("fingerprint") != fingerprint:
+        return "its checkpoint's inputs, its data or its config changed"
     return None
 
 
@@ -119,13 +161,10 @@ def stage_fingerprint(kind: str, init: str, data: Path, cfg: ExperimentConfig) -
 
 
 def selection_fingerprint(checkpoint: str, heldout_pairs: Path, cfg: ExperimentConfig) -> str:
-    """Everything that makes a held-out selection result what it is (a finished one with it is reused)."""
-    stage_file = Path(checkpoint) / "stage.json"
-    weights = read_json(stage_file).get("weights") if stage_file.exists() else None  # a retrained stage's own
+    """Everything but the weights that makes a held-out selection what it is (:func:`redo_reason` adds them)."""
     return _hash(
         {
             "checkpoint": checkpoint_fingerprint(checkpoint),
-            "weights": weights,
             "pairs": file_sha256(heldout_pairs),
             "sampling": cfg.eval.sampling.model_dump(),
             "max_new_tokens": cfg.train.act.max_completion_length,
@@ -137,7 +176,7 @@ def selection_fingerprint(checkpoint: str, heldout_pairs: Path, cfg: ExperimentC
 
 
 def eval_fingerprint(checkpoint: str, cfg: ExperimentConfig) -> str:
-    """Everything that makes an env evaluation's result what it is (a finished one with it is reused)."""
+    """Everything but the weights that makes an env evaluation what it is (:func:`redo_reason` adds them)."""
     ev = cfg.pipeline.eval
     return _hash(
         {
@@ -459,12 +498,12 @@ class PipelineRunner:
         from nemo_act.generation import open_generators
 
         out = self.dir / "selection" / f"{name}.json"
-        fp = selection_fingerprint(checkpoint, heldout_pairs, self.cfg)
+        fp, weights = selection_fingerprint(checkpoint, heldout_pairs, self.cfg), weights_digest(checkpoint)
         if out.exists():
             done = read_json(out)
-            if done.get("fingerprint") == fp:
+            if (why := redo_reason(done, fp, weights)) is None:
                 return done
-            self.console.print(f"[yellow]redo[/] held-out selection of {name}: its checkpoint or pairs changed")
+            self.console.print(f"[yellow]redo[/] held-out selection of {name}: {why}")
         if self.isolate:
             self._step("selection", name, checkpoint, str(heldout_pairs))
             return read_json(out)
@@ -475,7 +514,7 @@ class PipelineRunner:
         with open_generators(self.cfg, checkpoint) as (gen,):
             free, rows = free_selection(gen, pairs, self.cfg, sampling, self.cfg.seed)
             result = {"checkpoint": checkpoint, "free": free, "forced": forced_choice(gen, pairs, self.cfg)}
-        result["fingerprint"] = fp
+        result.update(fingerprint=fp, weights=weights)
         acc = free["accuracy"]
         self.console.print(
             f"held-out selection, {name}: {100 * acc['value']:.1f}% ± {100 * acc['stderr']:.1f} free, "
@@ -493,12 +532,17 @@ class PipelineRunner:
 
         ev = self.cfg.pipeline.eval
         out = self.dir / "eval" / name
-        fp = eval_fingerprint(checkpoint, self.cfg)
-        if (out / "summary.json").exists():
-            done = read_json(out / "summary.json")
-            if done.get("fingerprint") == fp:
-                self.console.print(f"[green]skip[/] evaluation of {name}: finished with the same checkpoint and config")
-                return done
+        fp, weights = eval_fingerprint(checkpoint, self.cfg), weights_digest(checkpoint)
+        finished, started = out / "summary.json", out / EVAL_STARTED
+        if finished.exists() and (why := redo_reason(read_json(finished), fp, weights)) is None:
+            self.console.print(f"[green]skip[/] evaluation of {name}: finished with the same weights and config")
+            return read_json(finished)
+        record = finished if finished.exists() else started
+        if record.exists() and (why := redo_reason(read_json(record), fp, weights)) is not None:
+            # its episodes (finished, or played so far) came from other weights or settings: none is kept
+            self.console.print(f"[yellow]redo[/] evaluation of {name}: {why}")
+            shutil.rmtree(out)
+        write_text_atomic(started, json.dumps({"fingerprint": fp, "weights": weights}, indent=2) + "\n")
         if self.isolate:
             self._step("evaluate", name, checkpoint)
             return read_json(out / "summary.json")
@@ -513,7 +557,7 @@ class PipelineRunner:
                 workers=ev.workers,
                 envs_per_worker=ev.envs_per_worker,
             )
-        result["fingerprint"] = fp
+        result.update(fingerprint=fp, weights=weights)
         write_text_atomic(out / "summary.json", json.dumps(result, indent=2) + "\n")
         self.console.print(f"evaluation of {name}: {summary_line(result)}")
         return result

@@ -19,6 +19,11 @@ transformers' checkpoint already holds the weights, optimizer, scheduler, the Py
   resume between two logs averaged only the steps after it. They are written into
   each checkpoint (:data:`TOTALS`, before transformers' ``trainer_state.json``, the file that marks a checkpoint
   whole) and restored when training begins; ``train_loss`` is then the whole run's mean.
+- **A resume from the final checkpoint.** A kill after the last checkpoint is whole but before the stage hands over
+  its weights resumed from that checkpoint, and transformers' epoch loop (``Trainer._run_epoch``) takes a step before
+  it checks ``max_steps``: the stage trained one step too many wherever ``max_steps`` is not the end of an epoch (at
+  an epoch's end the epoch loop does not run). :meth:`ExactResume._run_epoch` runs no epoch once ``max_steps`` is
+  reached, so the stage ends as the uninterrupted run did: the checkpoint's weights, the same final log.
 """
 
 from __future__ import annotations
@@ -103,6 +108,14 @@ class ExactResume:
         write_text_atomic(folder / TOTALS, json.dumps(totals))
         super()._save_checkpoint(model, trial)
 
+    def _run_epoch(self, *args: Any, **kwargs: Any) -> Any:
+        if self.state.max_steps > 0 and self.state.global_step >= self.state.max_steps:
+            self.control.should_training_stop = True  # resumed at or past the end: nothing left to train
+            # in train mode as after a step: TRL's log() puts the pending per-step metrics in the final log only then
+            kwargs.get("model", self.model).train()
+            return None
+        return super()._run_epoch(*args, **kwargs)
+
     def train(self, resume_from_checkpoint: str | None = None, **kwargs: Any) -> Any:
         """``Trainer.train``, then ``train_loss`` in the last log entry is the whole run's mean loss per step."""
         self._resumed_from = resume_from_checkpoint
@@ -115,4 +128,11 @@ class ExactResume:
 
 def resumable(trainer_cls: type) -> type:
     """``trainer_cls`` with :class:`ExactResume` mixed in (same name, so logs and model cards read as before)."""
+    if not hasattr(trainer_cls, "_run_epoch"):  # the loop ExactResume stops at max_steps (transformers 5.25)
+        import transformers
+
+        raise RuntimeError(
+            f"transformers {transformers.__version__} has no Trainer._run_epoch, where nemo-act stops a resumed "
+            "stage at max_steps: install the version pyproject.toml pins (pip install -e '.[local]')"
+        )
     return type(trainer_cls.__name__, (ExactResume, trainer_cls), {"__module__": __name__})
