@@ -71,6 +71,31 @@ def test_gold_paths_win_for_every_game_in_every_fold(twx):
     assert max(lengths.values()) <= bench.max_steps
 
 
+def test_an_expert_is_a_function_of_its_seed_though_the_env_draws_random_gold_walks(twx):
+    """TextWorld-Express 1.1.0 draws coin's gold path as a random walk the API does not seed (train seed 8: 4 to 18
+    steps over 8 draws in one JVM), so experts changed from one collection to the next. With ``erase_loops`` the
+    loop-free route is kept: the same expert on every draw, in a JVM with another history, and never longer than
+    any draw."""
+    module, cfg = twx
+    bench = cfg.benchmark
+    coin = next(g.task for g in bench.games if g.game == "coin")
+    envs = [module.expert_env(bench), module.expert_env(bench)]
+    try:
+        setting = module._setting(bench, coin)
+        for seed in (8, 9):
+            drawn = set()
+            for _ in range(6):
+                envs[0].start(setting, seed, gold_path=True)
+                drawn.add(tuple(envs[0].getGoldActionSequence()))
+            experts = [module.play_expert(envs[0], bench, coin, seed, "train")[0] for _ in range(4)]
+            experts.append(module.play_expert(envs[1], bench, coin, seed, "train")[0])  # a fresh JVM
+            assert all(e.success and e.steps == experts[0].steps for e in experts), seed
+            assert len(experts[0].steps) <= min(len(d) for d in drawn)
+    finally:
+        for env in envs:
+            env.close()
+
+
 def test_test_fold_seeds_are_never_training_or_dev_seeds(twx):
     module, cfg = twx
     folds = {split: set(module.episodes(cfg.benchmark, split, None, 10**6)) for split in ("train", "dev", "test")}

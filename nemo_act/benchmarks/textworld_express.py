@@ -17,6 +17,13 @@ the valid actions at every step and gives a gold action sequence for any seed (`
   recording before each action the observation and the valid actions. An expert counts only when the game is won
   (``tasksuccess``) with full score; a gold path that does not finish is a counted failure in the experts manifest,
   never an expert. Gold actions missing from the valid list are counted too.
+* **Gold paths are random walks on some games.** In 1.1.0 the gold path of a search game (``coin``) is drawn from a
+  generator the Python API does not seed: the same seed gave paths of 3 to 19 steps in one JVM, different from one
+  process to the next whatever the JVM options (measured: train seeds 0-9, 8 draws each; ``mapreader`` drew one path
+  per seed). With ``erase_loops`` (default) the path is played once and every stretch that comes back to a state
+  already on it (the same observation and score) is cut, which leaves the walk's loop-free route: the same
+  route for every draw (40 coin seeds x 6 draws: one route each) and the shortest one the draws found. The cut path is
+  then played and checked like any gold path.
 * **Scores**: the env's score is already normalised to [0, 1]; the core's scale is 0-100 (the protocol's, as
   ScienceWorld's), so a step's score is 100 x that, and success is a won game.
 * Every JVM starts with ``jvm_options`` (default: a constant identity hash, as ScienceWorld's:
@@ -40,7 +47,7 @@ from nemo_act.data.records import Step, Trajectory
 FOLDS = ("train", "dev", "test")
 SOURCE = "textworld-express-gold"
 # Bump when what an experts file holds changes: finished files made by an older adapter are then remade.
-ADAPTER_VERSION = 1
+ADAPTER_VERSION = 2  # 2: gold paths with their loops cut (erase_loops)
 LIVE_EXPERT_ACTION = False  # gold actions come from the gold-path load, not from the env while a policy plays
 
 
@@ -71,6 +78,10 @@ class TextWorldExpressConfig(BenchmarkConfigBase):
     env_step_limit: int = Field(gt=0, description="Env-side step limit (the evaluation cap is max_steps).")
     max_variations: int | None = Field(description="Seeds per task and split kept (the fold's first ones).")
     jvm_options: list[str] = Field(description="Options of every TextWorld-Express JVM (benchmarks/jvm.py).")
+    erase_loops: bool = Field(
+        description="Cut every stretch of a gold path that returns to a state already on it (the env draws some "
+        "games' gold paths as random walks: the cut path is a function of the seed)."
+    )
 
 
 CONFIG = TextWorldExpressConfig
@@ -207,6 +218,39 @@ def expert_env(cfg: TextWorldExpressConfig) -> Simulator:
     return Simulator(cfg)
 
 
+def erase_loops(env: Simulator, setting: GameSetting, seed: int, actions: Sequence[str]) -> list[str]:
+    """``actions`` with every stretch that comes back to a state already on the path cut out.
+
+    A state is the observation and the score after an action (the first observation before any); the actions are
+    played in a plain load once to read them. Where a later action returns to a state seen before, the actions
+    since that state are dropped (loop erasure of the walk), so what is left visits each state at most once.
+
+    Args:
+        env: The simulator.
+        setting: The game.
+        seed: Its seed.
+        actions: The gold path.
+
+    Returns:
+        The loop-free path (the given one where it has no loop).
+    """
+    obs, infos = env.start(setting, seed)
+    kept: list[str] = []
+    states: list[tuple[str, float]] = [(obs, float(infos["score"]))]
+    for action in actions:
+        obs, _reward, done, infos = env.step(action)
+        state = (obs, float(infos["score"]))
+        if state in states:  # back where the path was: the loop since then goes
+            at = states.index(state)
+            del states[at + 1 :], kept[at:]
+        else:
+            states.append(state)
+            kept.append(action)
+        if done:
+            break
+    return kept
+
+
 def play_expert(
     env: Simulator, cfg: TextWorldExpressConfig, task: str, variation: int, split: str
 ) -> tuple[Trajectory, dict[str, int], int]:
@@ -218,6 +262,8 @@ def play_expert(
     setting = _setting(cfg, task)
     env.start(setting, variation, gold_path=True)
     gold = [str(a) for a in env.getGoldActionSequence()]
+    if cfg.erase_loops:
+        gold = erase_loops(env, setting, variation, gold)
     obs, infos = env.start(setting, variation)
     description = infos["taskDescription"]
     steps: list[Step] = []
