@@ -25,6 +25,28 @@ class MissingInputs(ValueError):
     """One or more inputs of a command are missing (one line each)."""
 
 
+def could_be_tiny_model(name: str) -> bool:
+    """Whether a missing model is one ``nemo-act tiny-model`` would build there (so the hint to build it helps).
+
+    True for a tiny model group's own path (``conf/model/*.yaml`` with a ``tiny`` block: ``runs/tiny-model``) and
+    for what reads as a local path (absolute, ``./``, ``../``, ``~``, or in a folder that exists here); False for a
+    name like ``Qwen/Qwen3-8BB``, a misspelled hub id that a hint would turn into a random model under that name.
+    """
+    import yaml
+
+    from nemo_act.config.load import conf_root
+
+    if Path(name).exists():
+        return False
+    tiny_paths = set()
+    for group in sorted((conf_root() / "model").glob("*.yaml")):
+        spec = yaml.safe_load(group.read_text()) or {}
+        if spec.get("tiny") is not None:
+            tiny_paths.add(str(spec.get("name_or_path")))
+    local = name.startswith(("/", "./", "../", "~")) or (len(Path(name).parts) > 1 and Path(name).parent.is_dir())
+    return name in tiny_paths or local
+
+
 def _has_weights(folder: Path) -> bool:
     return any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
 
@@ -156,6 +178,6 @@ def run_inputs(cfg: ExperimentConfig, only: str | None = None) -> None:
         require(models, files)
     except MissingInputs as err:
         hint = ""
-        if cfg.model.tiny is not None and not p.init and not Path(init).exists() and "on the hub" not in str(err):
+        if cfg.model.tiny is not None and not p.init and could_be_tiny_model(init):
             hint = f"\n(the tiny model is built with `nemo-act tiny-model --out {init}`)"
         raise MissingInputs(f"{err}{hint}") from None

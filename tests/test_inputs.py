@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from nemo_act.config import conf_root
+from nemo_act.config import conf_root, load_config
 from nemo_act.inputs import MissingInputs, model_problem, require
 
 
@@ -156,3 +156,23 @@ def test_a_misspelled_hub_id_stops_a_run_before_any_step(tmp_path, hub):
     ]
     # once (huggingface_hub itself may also fetch its agent-harness list, utils/_detect_agent.py)
     assert [a for a in hub.asked if not a.startswith("/")] == ["Qwen/Qwen3-8b-typo"] and not run.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "hinted"),
+    [("runs/tiny-model", True), ("./my-tiny", True), ("{tmp}/tiny", True), ("Qwen/Qwen3-8BB", False)],
+)
+def test_the_tiny_model_hint_is_given_only_where_a_tiny_model_could_be_built(tmp_path, monkeypatch, name, hinted):
+    """Issue 45: with the default model group (tiny) a misspelled hub id got "the tiny model is built with `nemo-act
+    tiny-model --out Qwen/Qwen3-8BB`", which builds a random model under a hub-like name. The hint now comes for the
+    tiny group's own path and for local paths only."""
+    from nemo_act.inputs import run_inputs
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.chdir(tmp_path)  # runs/ and ./my-tiny are missing here
+    name = name.format(tmp=tmp_path)
+    cfg = load_config(overrides=["model=tiny", f"model.name_or_path={name}", "pipeline.stages=[il]"])
+    with pytest.raises(MissingInputs) as err:
+        run_inputs(cfg)
+    assert ("nemo-act tiny-model --out" in str(err.value)) is hinted, str(err.value)

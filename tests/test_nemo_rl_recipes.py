@@ -446,3 +446,23 @@ def test_max_samples_cuts_the_stage_rows_every_engine_is_given(sw_experts, tmp_p
     written = (out / "rows.jsonl").read_text().splitlines()
     last = {k: v for k, v in json.loads(written[-1]).items() if k not in ("task_name", "enable_thinking")}
     assert len(written) == 5 and last == rows[-1]
+
+
+@pytest.mark.parametrize("kind", ["act", "il", "dpo"])
+def test_a_stage_resumed_after_its_last_checkpoint_starts_no_training(tmp_path, kind):
+    """Issue 45 on the cluster engine: a stage killed after its final checkpoint (``step_<max_num_steps>``) and
+    before the export is handed over from that checkpoint; the driver does not start NeMo-RL's loop again. Earlier
+    checkpoints resume as NeMo-RL resumes them (docs/cluster.md "What a resumed stage restores")."""
+    from nemo_act.engines.nemo_rl.driver import trained_to_the_end
+
+    cfg = load_config(Q8B, [f"train.{kind}.max_steps=7"])
+    algorithm = {"act": "grpo", "il": "sft", "dpo": "dpo"}[kind]
+    master = recipe.master_config(kind, cfg, {}, init="x", out=str(tmp_path), n_rows=5000)
+    assert master[algorithm]["max_num_steps"] == 7
+    ckpts = tmp_path / "checkpoints"
+    assert trained_to_the_end(master, algorithm, ckpts) is None  # a fresh stage
+    (ckpts / "step_5").mkdir(parents=True)
+    (ckpts / "tmp_step_7").mkdir()  # a final save cut short: not a checkpoint
+    assert trained_to_the_end(master, algorithm, ckpts) is None
+    (ckpts / "step_7").mkdir()
+    assert trained_to_the_end(master, algorithm, ckpts) == 7

@@ -84,6 +84,21 @@ def test_unfinished_run_is_named(tmp_path):
     assert load_run(tmp_path)["metrics"] == {}
 
 
+def test_a_corrupt_run_json_is_named_in_one_line_with_what_to_do(tmp_path, capsys):
+    """Issue 45: a run.json cut short or edited badly was read into a bare JSON error without its name."""
+    from nemo_act.cli import main
+    from nemo_act.data.io import RecordError
+    from nemo_act.report import paper_table
+
+    (tmp_path / "run.json").write_text('{"pipeline": "il", "stages": [')
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"{tmp_path / 'run.json'}:1: not valid JSON" in err
+    assert "run the same command again" in err
+    with pytest.raises(RecordError, match="run.json:1: not valid JSON"):
+        paper_table.cells_of(tmp_path)
+
+
 def test_failed_episodes_are_named_beside_the_score():
     """An episode whose env kept dying scores 0; the table says how many there were, not only the lower mean."""
     from nemo_act.report import results_table

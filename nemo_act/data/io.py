@@ -167,8 +167,19 @@ def dumps(record: BaseModel | dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def read_json(path: str | Path) -> Any:
-    """A JSON file's content (a step's record: a manifest, ``stage.json``, a summary).
+REDO_STEP = "it records a finished step: delete it to redo that step"
+RUN_REMEDY = (  # run.json: the runner writes it anew at the end of every invocation
+    "it is rewritten at the end of every `nemo-act run`: run the same command again (finished stages and evaluations "
+    "are reused), then this one"
+)
+
+
+def read_json(path: str | Path, remedy: str = REDO_STEP) -> Any:
+    """A JSON file's content (a step's record: a manifest, ``stage.json``, a summary, ``run.json``).
+
+    Args:
+        path: The file.
+        remedy: What to do when it is not valid JSON (said after the file, line and error).
 
     Raises:
         RecordError: The file is not valid JSON, naming it, the line and what to do.
@@ -177,9 +188,7 @@ def read_json(path: str | Path) -> Any:
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise RecordError(
-            f"{path}:{err.lineno}: not valid JSON ({err.msg}); it records a finished step: delete it to redo that step"
-        ) from err
+        raise RecordError(f"{path}:{err.lineno}: not valid JSON ({err.msg}); {remedy}") from err
 
 
 def file_mode() -> int:

@@ -15,6 +15,8 @@ from typing import Any
 
 from rich.table import Table
 
+from nemo_act.data.io import RUN_REMEDY, read_json
+
 
 def load_run(run_dir: str | Path) -> dict[str, Any]:
     """Read a run folder's ``run.json`` and its stages' metrics.
@@ -26,7 +28,7 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     path = run_dir / "run.json"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no run.json (is this a finished `nemo-act run` folder?)")
-    run = json.loads(path.read_text())
+    run = read_json(path, RUN_REMEDY)
     run["dir"] = str(run_dir)
     run["metrics"] = {}
     for stage in sorted((run_dir / "stages").glob("*")):

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nemo_act.data.io import RUN_REMEDY, read_json
+
 NOT_RUN = "not run"
 
 METHODS: dict[str, str] = {
@@ -91,7 +93,7 @@ def cells_of(run_dir: str | Path) -> tuple[str, dict[str, Cell]]:
     path = run_dir / "run.json"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no run.json (is this a finished `nemo-act run` folder?)")
-    run = json.loads(path.read_text())
+    run = read_json(path, RUN_REMEDY)
     cells: dict[str, Cell] = {}
     extra = [json.loads(p.read_text()) for p in sorted(run_dir.glob("eval_*/summary.json"))]
     for ev in _final_eval(run) + extra:

@@ -144,13 +144,13 @@ def eval_name(split: str, checkpoint: str) -> str:
 
 def read_cell(folder: Path, arm: str, seed: int, split: str) -> Cell | None:
     """A finished cell's results on ``split`` (None when its run or that evaluation has not finished)."""
-    from nemo_act.data.io import read_json, read_jsonl
+    from nemo_act.data.io import RUN_REMEDY, read_json, read_jsonl
     from nemo_act.evaluation.rollout import EpisodeRecord
 
     run = folder / "run.json"
     if not run.exists():
         return None
-    final = read_json(run)["final_checkpoint"]
+    final = read_json(run, RUN_REMEDY)["final_checkpoint"]
     scored = folder / "eval" / eval_name(split, final)
     if not (scored / "summary.json").exists():
         return None

@@ -142,6 +142,19 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
     return master
 
 
+def trained_to_the_end(master: dict[str, Any], algorithm: str, checkpoints: Path) -> int | None:
+    """The step of the newest checkpoint when it is the stage's last (``max_num_steps``), else None.
+
+    A stage killed after its final checkpoint and before the export is then handed over from that checkpoint
+    without starting NeMo-RL at all, whatever its loop would do on a resume at the end (the local engine's
+    equivalent: :mod:`nemo_act.engines.local.exact_resume`). Our recipes always set ``max_num_steps``
+    (:func:`.recipe._loop`).
+    """
+    step = checkpoint_step(latest_checkpoint(checkpoints))
+    steps = master[algorithm]["max_num_steps"]
+    return step if step and steps and step >= steps else None
+
+
 def run(args: argparse.Namespace) -> Path:
     """Train one stage with NeMo-RL (or, with ``--prepare-only``, only write its inputs); return the folder."""
     out = Path(args.out)
@@ -149,17 +162,20 @@ def run(args: argparse.Namespace) -> Path:
     if args.prepare_only:
         print(f"NeMo-RL config: {out / 'nemo_rl' / 'config.yaml'}; rows: {out / recipe.ROWS}")
         return out
-    from nemo_rl.algorithms.utils import get_tokenizer
-    from nemo_rl.distributed.virtual_cluster import init_ray
-
-    from nemo_act.engines.nemo_rl.environments import register
-
-    register()
-    tokenizer = get_tokenizer(master["policy"]["tokenizer"])
-    init_ray()
     algorithm = stage_kind(args.stage).algorithm
-    margin = recipe.settings(load_config(args.config, args.overrides)).save_deadline_margin_s
-    {"grpo": _grpo, "sft": _sft, "dpo": _dpo}[algorithm](master, tokenizer, margin)
+    if (last := trained_to_the_end(master, algorithm, out / "checkpoints")) is not None:
+        print(f"{out.name}: checkpoint step_{last} is the stage's last step: nothing left to train (resumed after it)")
+    else:
+        from nemo_rl.algorithms.utils import get_tokenizer
+        from nemo_rl.distributed.virtual_cluster import init_ray
+
+        from nemo_act.engines.nemo_rl.environments import register
+
+        register()
+        tokenizer = get_tokenizer(master["policy"]["tokenizer"])
+        init_ray()
+        margin = recipe.settings(load_config(args.config, args.overrides)).save_deadline_margin_s
+        {"grpo": _grpo, "sft": _sft, "dpo": _dpo}[algorithm](master, tokenizer, margin)
     metrics = stage_metrics(
         _tensorboard_scalars(Path(master["logger"]["log_dir"])), out / recipe.REWARD_LOG, args.stage
     )
