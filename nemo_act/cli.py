@@ -189,7 +189,16 @@ def cmd_experts(args: argparse.Namespace) -> int:
     summary_lines = getattr(adapter_of(cfg.benchmark), "expert_summary", None)
     for line in summary_lines(c) if summary_lines else []:  # what this benchmark counts of its own
         print(line)
+    _print_data_warnings(cfg, summary.out)
     return 0
+
+
+def _print_data_warnings(cfg: ExperimentConfig, experts: str | Path) -> None:
+    """The experts file's data warnings (:func:`nemo_act.steps.experts.data_warnings`), one line each."""
+    from nemo_act.steps.experts import data_warnings
+
+    for line in data_warnings(cfg, experts):
+        print(f"warning: {line}")
 
 
 def cmd_pairs(args: argparse.Namespace) -> int:
@@ -199,6 +208,7 @@ def cmd_pairs(args: argparse.Namespace) -> int:
 
     cfg = _cfg(args)
     require({"--policy": args.policy}, {"--experts": args.experts})
+    _print_data_warnings(cfg, args.experts)
     with _lock(args.out, cfg, is_file=True), held(make_pairs_generator(args.policy, cfg, args.experts)) as generator:
         summary = collect_pairs(args.experts, generator, cfg, args.out, k=args.k, seed=args.seed)
     c = summary.counts

@@ -202,6 +202,20 @@ def test_the_smoke_bench_scores_the_test_fold_once_and_a_cell_rerun_repeats_its_
     assert table.returncode == 0, table.stderr[-3000:]
     assert json.loads((report / "bench.json").read_text()) == result
 
+    # each row records the weights it was scored with; a cell whose weights changed since is left out, saying so
+    from nemo_act.data.manifest import file_sha256
+
+    final = out / "arms" / "il" / "seed_0" / "stages" / "01_il" / "model.safetensors"
+    assert result["arms"]["il"]["weights"] == {"0": {"model.safetensors": file_sha256(final)}}
+    weights = final.read_bytes()
+    final.write_bytes(weights[:-1] + bytes([weights[-1] ^ 1]))
+    stale = _bench(env, out, "bench.split=test", "--report")
+    assert stale.returncode == 2 and "left out il seed 0: its checkpoint's weights are not the ones it was scored" in (
+        " ".join(stale.stdout.split())
+    ), stale.stdout[-2000:]
+    final.write_bytes(weights)
+    assert _bench(env, out, "bench.split=test", "--report").returncode == 0
+
 
 def test_the_gpu_and_cluster_lines_of_the_docs_compose():
     """docs/bench.md's one-line changes from the tiny model: each composes to the model, engine and budgets it says."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -744,3 +745,77 @@ def test_experts_on_the_support_desk_say_what_is_admissible_and_that_no_group_wa
     assert f"actions admissible when taken: {steps}" in out  # every recorded call validates against its tool
     assert "groups: none found" in out and "look like trials" in out and "benchmark.split_by" in out
     assert "(0 in several splits)" not in out
+
+
+def _airline(tmp_path, tasks: int = 12, trials: int = 3):
+    """Trials of tasks whose task is only in the id (``airline-task12-trial3``), as exported logs are."""
+    f = tmp_path / "airline.jsonl"
+    f.write_text("".join(_line(_trace(), id=f"airline-task{task}-trial{trial}")
+                         for task in range(tasks) for trial in range(trials)))  # fmt: skip
+    return f
+
+
+@pytest.mark.parametrize("rule", ["id:trial", r"id:^(airline-task\d+)", r"id:airline-task\d+"])
+def test_a_task_that_lives_only_in_its_ids_splits_with_one_setting(tmp_path, rule):
+    """Issue 46: the trial detector found the leak but `split_by` took only keys, so a file whose task is only in the
+    id had to be rewritten. An ``id:`` rule groups by the id: no task has trials on both sides."""
+    f = _airline(tmp_path)
+    plain = read_traces(f, 0.3)
+    assert any(len({t.split for t in plain if t.task_id.startswith(f"airline-task{n}-")}) > 1 for n in range(12)), (
+        "without a rule the hash split must leak, or the test proves nothing"
+    )
+    groups: dict[str, set[str]] = {}
+    trajs = read_traces(f, 0.3, split_by=rule, groups=groups)
+    for n in range(12):
+        assert len({t.split for t in trajs if t.task_id.startswith(f"airline-task{n}-")}) == 1, n
+    assert sum(len(g) for g in groups.values()) == 12 and {"train", "dev"} <= set(groups)
+    cfg = load_config(overrides=["benchmark=traces", f"benchmark.path={f}", f"benchmark.split_by={rule}"])
+    assert cfg.benchmark.split_by == rule
+
+
+def test_an_id_rule_that_finds_no_group_or_is_no_regex_is_named(tmp_path):
+    f = _airline(tmp_path, tasks=1, trials=1)
+    with pytest.raises(RecordError, match=r"airline.jsonl:1: field 'id': benchmark.split_by=id:\^hotel finds no group"):
+        read_traces(f, 0.3, split_by="id:^hotel")
+    from nemo_act.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"split_by.*'id:\(\(': not a regular expression"):
+        load_config(overrides=["benchmark=traces", f"benchmark.path={f}", "benchmark.split_by=id:(("])
+
+
+@pytest.mark.heavy
+def test_run_and_pairs_print_the_leak_and_its_fix_once(tmp_path):
+    """Issue 46: the leak warning was only in the manifest when `nemo-act run` built the experts. `run` (train and
+    held-out experts read the same file: said once) and `pairs` print it, naming the setting; with it, no warning."""
+    f = _airline(tmp_path)
+    base = [sys.executable, "-m", "nemo_act.cli"]
+    args = ["benchmark=traces", f"benchmark.path={f}", "benchmark.heldout_share=0.3"]
+    act_il = str(REPO / "conf" / "pipeline" / "act_il.yaml")
+    run = subprocess.run([*base, "run", act_il, "--only", "experts", f"run_dir={tmp_path / 'run'}", *args],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    said = " ".join(run.stdout.split())
+    assert said.count("tasks have trials in several splits") == 1 and "set benchmark.split_by=id:trial" in said
+    experts = str(tmp_path / "run" / "data" / "experts.jsonl")
+    pairs_cmd = [*base, "pairs", "--experts", experts, "--policy", "random", "--out", str(tmp_path / "p.jsonl"), *args]
+    pairs = subprocess.run([*pairs_cmd, "pairs.min_state_share=0"], capture_output=True, text=True, timeout=300)
+    assert pairs.returncode == 0, pairs.stderr[-2000:]
+    assert "warning: " in pairs.stdout and "set benchmark.split_by=id:trial" in pairs.stdout
+    fixed = subprocess.run([*base, "run", str(REPO / "conf" / "pipeline" / "act_il.yaml"), "--only", "experts",
+                            f"run_dir={tmp_path / 'fixed'}", *args, "benchmark.split_by=id:trial"],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert fixed.returncode == 0 and "warning" not in fixed.stdout, fixed.stdout[-2000:]
+
+
+def test_the_traces_docs_quote_the_prompt_budgets_conf_sets():
+    """Issue 46: docs/benchmarks.md gave max_action_chars as 4,000 and said it decided which states are skipped,
+    where conf set 1,000 and the skip used max_candidate_chars. Every budget the traces section quotes is conf's."""
+    text = " ".join((REPO / "docs" / "benchmarks.md").read_text().split())
+    section = text[text.index("## Your own traces") : text.index("## TextWorld-Express")]
+    prompt = load_config(overrides=["benchmark=traces"]).prompt
+    quoted = re.findall(r"`(?:prompt\.)?(max_\w+_chars)` \(?([\d,]+)", section)
+    assert {name for name, _ in quoted} >= {"max_task_chars", "max_context_chars", "max_observation_chars",
+                                            "max_action_chars", "max_candidate_chars"}, quoted  # fmt: skip
+    for name, figure in quoted:
+        assert int(figure.replace(",", "")) == getattr(prompt, name), name
+    assert "longer than `prompt.max_candidate_chars` (4,000) is skipped" in section

@@ -14,6 +14,8 @@ A benchmark is one module plus one ``conf/benchmark/<name>.yaml`` whose ``adapte
   ``read_experts(cfg, split) -> (list[Trajectory], params)`` (experts read from files);
 * ``LIVE_EXPERT_ACTION``: whether its live env proposes the expert's next action itself (ALFWorld);
 * optionally ``expert_summary(counts) -> list[str]``: lines ``nemo-act experts`` prints about its own counts;
+* optionally ``expert_warnings(counts) -> list[str]``: what is wrong with the data, each with the setting that fixes it
+  (``nemo-act experts``, ``run`` and ``pairs`` print them: :func:`nemo_act.steps.experts.data_warnings`);
 * optionally ``plays_live(cfg) -> bool``: for a module with both kinds of expert data, which one a config uses.
 
 :class:`BenchmarkAdapter`, :class:`LiveExperts`, :class:`FileExperts` and :class:`BenchmarkEnv` type these

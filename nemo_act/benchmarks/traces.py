@@ -66,7 +66,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from nemo_act.common.seeding import key_int
 from nemo_act.config.schema import BenchmarkConfigBase
@@ -80,6 +80,8 @@ LIVE_EXPERT_ACTION = False
 SOURCE = "traces"
 _SYSTEM_ROLES = ("system", "developer")
 _INDEX = re.compile(r"\[\d+\]")  # messages[3] -> messages[] in a skip reason
+ID_RULE = "id:"  # benchmark.split_by over the trace id rather than a key
+ID_TRIAL = "id:trial"  # the id less its trailing trial number (trial_stem)
 REPLY_ENTRY = TEXT_REPLY  # with tools: a text turn is a legal action too (any text that is not call-shaped)
 
 
@@ -90,9 +92,25 @@ class TracesConfig(BenchmarkConfigBase):
     path: str | None = Field(description="JSONL file of chat traces (None: set benchmark.path=FILE).")
     heldout_share: float = Field(ge=0, lt=1, description="Share of traces without a 'split' put in 'dev'.")
     split_by: str | None = Field(
-        description="Key of a line (or of its 'metadata' object) that groups traces, e.g. the task a trial ran: "
-        "every trace of a group lands in one split. None: a line's 'group' where it has one, else its id."
+        description="What groups traces, e.g. the task a trial ran: every trace of a group lands in one split. A key "
+        "of a line (or of its 'metadata' object); 'id:trial': the id less a trailing trial number "
+        "(airline-task12-trial3 -> airline-task12); 'id:REGEX': the regex's group (or whole match) in the id, e.g. "
+        "'id:^(airline-task\\d+)'. None: a line's 'group' where it has one, else its id."
     )
+
+    @field_validator("split_by")
+    @classmethod
+    def _id_rule(cls, value: str | None) -> str | None:
+        if value is None or not value.startswith(ID_RULE) or value == ID_TRIAL:
+            return value
+        try:
+            pattern = re.compile(value[len(ID_RULE) :])
+        except re.error as err:
+            raise ValueError(f"'{value}': not a regular expression ({err})") from None
+        if pattern.groups > 1:
+            raise ValueError(f"'{value}': the pattern has {pattern.groups} groups; give one (the group) or none")
+        return value
+
     system_prompt: Literal["keep", "drop"] = Field(
         description="The recorded agent's system (and developer) messages: keep them as the prompt's standing "
         "instructions (cut at prompt.max_context_chars), or drop them."
@@ -254,16 +272,39 @@ def _answered_call(msg: dict[str, Any], call_names: dict[str, str], called: list
     return name
 
 
+def id_group(trace_id: str, split_by: str, where: _Line) -> str:
+    """The group an ``id:`` rule of ``benchmark.split_by`` reads in a trace id.
+
+    ``id:trial``: the id less a trailing trial number (:func:`trial_stem`; an id without one is its own group).
+    ``id:REGEX``: the regex's group, or its whole match where it has none (``re.search``).
+
+    Raises:
+        TraceError: The regex does not match the id.
+    """
+    if split_by == ID_TRIAL:
+        return trial_stem(trace_id) or trace_id
+    m = re.search(split_by[len(ID_RULE) :], trace_id)
+    if m is None or not m.group(m.re.groups and 1):
+        raise where.error("id", f"benchmark.split_by={split_by} finds no group in the id '{trace_id}'")
+    return m.group(m.re.groups and 1)
+
+
 def group_of(record: dict[str, Any], where: _Line, split_by: str | None) -> str | None:
     """The group a trace is split with.
 
-    ``record[split_by]`` or ``record["metadata"][split_by]``; without ``split_by`` the line's ``group`` (None where
-    it has none: the trace is its own group).
+    ``record[split_by]`` or ``record["metadata"][split_by]``; with an ``id:`` rule, the group the id names
+    (:func:`id_group`); without ``split_by`` the line's ``group`` (None where it has none: the trace is its own
+    group).
 
     Raises:
         TraceError: ``split_by`` is set and the line has no such key, or the value is not a string or integer.
     """
     meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+    if split_by and split_by.startswith(ID_RULE):
+        trace_id = record.get("id", f"{where.path.stem}:{where.lineno}")
+        if not isinstance(trace_id, str) or not trace_id:
+            return None  # read_trace names the bad id
+        return id_group(trace_id, split_by, where)
     if split_by:
         field = split_by if split_by in record else f"metadata.{split_by}"
         value = record.get(split_by, meta.get(split_by))
@@ -522,6 +563,28 @@ def read_experts(cfg: TracesConfig, split: str) -> tuple[list[Trajectory], dict[
     return kept, source
 
 
+def expert_warnings(counts: dict[str, Any]) -> list[str]:
+    """What is wrong with a traces file's splits, each with the setting that fixes it.
+
+    ``nemo-act experts``, ``run`` and ``pairs`` print these (:func:`nemo_act.steps.experts.data_warnings`).
+    """
+    lines = []
+    if counts.get("trial_tasks_in_several_splits"):
+        example = f" (e.g. '{counts['trial_example'][0]}')" if counts.get("trial_example") else ""
+        lines.append(
+            f"{counts['trial_tasks_in_several_splits']} tasks have trials in several splits{example}: held-out "
+            f"selection would score tasks the model trained on; set benchmark.split_by={ID_TRIAL} (or a key or "
+            f"an id:REGEX naming the task)"
+        )
+    if counts.get("groups_in_several_splits"):
+        lines.append(
+            f"{counts['groups_in_several_splits']} groups have traces in several splits (their lines' 'split' "
+            "fields differ): held-out selection would score groups the model trained on; give each group's lines "
+            "one 'split', or drop the field and let benchmark.heldout_share split by group"
+        )
+    return lines
+
+
 def expert_summary(counts: dict[str, Any]) -> list[str]:
     """What ``nemo-act experts`` prints of a traces file's own counts: its groups per split, refusal turns."""
     lines = []
@@ -535,7 +598,7 @@ def expert_summary(counts: dict[str, Any]) -> list[str]:
             line += (
                 f"; the ids look like trials (a trailing -t0, -trial1, ...) of {counts['trial_tasks']} tasks, "
                 f"{counts['trial_tasks_in_several_splits']} of them with trials in several splits{example}: "
-                "name the key that holds the task with benchmark.split_by (a top-level or metadata key)"
+                f"set benchmark.split_by={ID_TRIAL} to split each task's trials together"
             )
         lines.append(line)
     if counts.get("refusal_turns"):

@@ -225,6 +225,7 @@ class PipelineRunner:
         self.log: dict[str, Any] = {"pipeline": cfg.pipeline.name, "stages": [], "started": time.time()}
         self._invocation = f"{self.log['started']:.3f}-{os.getpid()}"
         self.engine = engine_for(cfg)
+        self._warned: set[str] = set()  # data warnings printed by this invocation
         adapter_of(cfg.benchmark)  # a broken adapter is named before any step (the protocol check)
         # an engine may run GPU generation (pairs, selection, eval; vLLM) in its own process, as training does, so
         # no step keeps GPU memory that the next stage's job needs (Engine.isolates_steps)
@@ -257,7 +258,7 @@ class PipelineRunner:
         With the source's ``path`` the successful trajectories of that file are taken instead (validated;
         :func:`~nemo_act.steps.experts.import_rollouts`).
         """
-        from nemo_act.steps.experts import collect_experts, import_rollouts
+        from nemo_act.steps.experts import collect_experts, data_warnings, import_rollouts
 
         src = getattr(self.cfg.pipeline, which)
         out = self.data_dir / ("experts.jsonl" if which == "experts" else "heldout_experts.jsonl")
@@ -272,6 +273,10 @@ class PipelineRunner:
             max_variations=src.max_variations,
             workers=self.cfg.pipeline.eval.workers,
         )
+        for line in data_warnings(self.cfg, out):  # once per run: train and held-out read the same source
+            if line not in self._warned:
+                self._warned.add(line)
+                self.console.print(f"[yellow]warning:[/] {line}", soft_wrap=True)
         return out
 
     def pairs(self, experts: Path, name: str) -> Path:

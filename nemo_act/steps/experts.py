@@ -69,6 +69,35 @@ class ExpertPlayer:
         self._raw.close()
 
 
+def data_warnings(cfg: ExperimentConfig, experts: str | Path) -> list[str]:
+    """The warnings an experts file's manifest records, each with what fixes it.
+
+    Lines of the source left out (``benchmark.on_bad_trace: skip``) and the benchmark's own (``expert_warnings(counts)``
+    of its adapter, e.g. a traces file whose tasks sit in several splits). ``nemo-act experts``, ``run`` and ``pairs``
+    print them.
+
+    Args:
+        cfg: Experiment config (its benchmark's adapter).
+        experts: An experts file with its manifest.
+
+    Returns:
+        One line per warning (none for a file without a manifest).
+    """
+    from nemo_act.data.manifest import read_manifest
+
+    try:
+        counts = read_manifest(experts).get("counts", {})
+    except FileNotFoundError:
+        return []
+    lines = []
+    if counts.get("skipped"):
+        kinds = ", ".join(f"{n} x {reason}" for reason, n in counts["skipped"].items())
+        lines.append(f"lines of the source left out (benchmark.on_bad_trace=skip): {kinds}; the manifest of {experts} "
+                     "lists their numbers, benchmark.on_bad_trace=stop names the first")  # fmt: skip
+    own = getattr(adapter_of(cfg.benchmark), "expert_warnings", None)
+    return lines + (own(counts) if own else [])
+
+
 def collect_experts(
     cfg: ExperimentConfig,
     split: str,
