@@ -819,3 +819,54 @@ def test_the_traces_docs_quote_the_prompt_budgets_conf_sets():
     for name, figure in quoted:
         assert int(figure.replace(",", "")) == getattr(prompt, name), name
     assert "longer than `prompt.max_candidate_chars` (4,000) is skipped" in section
+
+
+def _score(action: str, expert: str, entries: list[str]):
+    from nemo_act.config.schema import RewardValues
+    from nemo_act.rewards import action_reward
+
+    values = RewardValues(correct=1, admissible=0.1, malformed=-1)
+    return action_reward(f"<action>{action}</action>", expert, entries, values, True)
+
+
+@pytest.mark.parametrize("rid", ["aarav_garcia_1177", "M05KNL"])
+@pytest.mark.parametrize("around", ["{}", "{}.", " {} ", "{};", "`{}`", '"{}"!', "{}\n"])
+def test_a_call_scores_the_same_whatever_stands_around_it_and_whatever_the_ids_case(rid, around):
+    """Issue 46: ``call({...}).`` scored accuracy 1 when the id was lower-case and 0 (admissible 0.1) with capitals:
+    the trailing period sent it down the text path, which lower-cases. One rule now strips what stands around any
+    answer, then a call compares by canonical JSON, case included."""
+    entries = [tool_template(STRICT), REPLY_ENTRY]
+    expert = f'cancel_reservation({{"reservation_id": "{rid}"}})'
+    reward = _score(around.format(f'cancel_reservation({{"reservation_id": "{rid}"}})'), expert, entries)
+    assert (reward.accuracy, reward.admissible) == (1.0, 0.0)
+    other = _score(around.format(f'cancel_reservation({{"reservation_id": "{rid.swapcase()}"}})'), expert, entries)
+    assert (other.accuracy, other.admissible) == (0.0, 0.1)  # another id: a valid call, and wrong, in both cases
+
+
+@pytest.mark.parametrize(
+    "spaced",
+    [
+        'cancel_reservation ({"reservation_id": "M05KNL"})',
+        'cancel_reservation( {"reservation_id": "M05KNL"})',
+        'cancel_reservation({"reservation_id": "M05KNL"} )',
+        'cancel_reservation ( { "reservation_id" : "M05KNL" } )',
+        'cancel_reservation({"reservation_id": "M05KNL"}) ;  cancel_reservation( {"reservation_id": "M05KNL"} )',
+    ],
+)
+def test_spacing_outside_strings_is_free_in_every_position(spaced):
+    """Issue 46: the docs promise free spacing outside strings, but ``name( {...})`` and ``name({...} )`` did not
+    parse and ``name ({...})`` was admitted as a text reply."""
+    from nemo_act.rewards.tool_calls import canonical_calls
+
+    single = 'cancel_reservation({"reservation_id": "M05KNL"})'
+    assert canonical_calls(spaced) in (single, f"{single}; {single}")
+    assert in_actions(spaced, [tool_template(STRICT), REPLY_ENTRY])
+    if ";" not in spaced:
+        assert _score(spaced, single, [tool_template(STRICT), REPLY_ENTRY]).accuracy == 1.0
+
+
+def test_text_with_a_parenthesis_is_still_a_text_reply():
+    """Free spacing must not make prose call-shaped: only ``name(`` or ``name ({`` starts a call."""
+    entries = [tool_template(STRICT), REPLY_ENTRY]
+    assert in_actions("Yes (see your booking above).", entries)
+    assert not in_actions('cancel_reservation ({"reservation_id": 5})', entries)  # call-shaped, a mistyped argument

@@ -27,14 +27,12 @@ from functools import lru_cache
 from typing import Any
 
 from nemo_act.config.schema import RewardValues, SelectionRewardConfig
-from nemo_act.rewards.tool_calls import TEXT_REPLY, call_admissible, canonical_calls, entry_schema, tool_entries
+from nemo_act.rewards.tool_calls import TEXT_REPLY, bare, call_admissible, canonical_calls, entry_schema, tool_entries
 
 ACTION_OPEN = "<action>"  # the answer tag: the one place it is spelled (generation stops, targets, parsing)
 ACTION_CLOSE = "</action>"
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _TAG = re.compile(r"</?action\s*>", re.IGNORECASE)
-_TRAILING_PUNCT = ".,;:!?"
-_QUOTES = "\"'`"
 _SLOT = re.compile(r"<[^<>]+>")  # a slot of an admissible template: search[<query>]
 
 
@@ -145,12 +143,7 @@ def normalize_action(action: str) -> str:
         return calls
     if entry_schema(stripped) is not None:
         return stripped
-    text = " ".join(action.split()).casefold()
-    prev = None
-    while prev != text:
-        prev = text
-        text = text.strip().strip(_QUOTES).rstrip(_TRAILING_PUNCT).strip()
-    return text
+    return bare(" ".join(action.split()).casefold())
 
 
 def same_action(a: str, b: str) -> bool:

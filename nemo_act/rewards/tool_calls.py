@@ -12,8 +12,10 @@ validates the call's arguments with ``jsonschema`` (the kept validator of the fi
 tool's full schema, so nested properties are checked only as ``object``/``array``). A text reply is admissible
 when it is text and not call-shaped (``get_weather(``, ``delete_database({"x": 1})`` are calls that must match
 a listed tool). Calls are compared in their canonical form (:func:`canonical_calls`: parsed JSON, keys sorted,
-JSON spacing), so key order and spacing outside strings never matter and string values, ids, enum values and tool
-names are compared exactly, case included (no normalisation of argument values). Entries keep their case too.
+JSON spacing; whitespace, wrapping quotes and trailing punctuation around the answer stripped by :func:`bare`, the
+rule text answers follow too), so key order and spacing outside strings never matter and string values, ids, enum
+values and tool names are compared exactly, case included (no normalisation of argument values).
+Entries keep their case too.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ TEXT_REPLY = "<a text reply to the user>"  # the entry for a turn that answers i
 MORE = "..."  # an entry's last field when the tool takes arguments beyond those it names
 CALL_SEPARATOR = "; "  # parallel calls of one turn
 _NAME = r"[A-Za-z_][\w.\-]*"
-_CALL_START = re.compile(rf"({_NAME})\(")
+_CALL_START = re.compile(rf"({_NAME})\s*\(\s*")  # spacing outside strings is free: "name ( {" too
+_CALL_SHAPED = re.compile(rf"{_NAME}(?:\(|\s+\(\s*\{{)")  # "name(" or "name ({": not "Yes (see above)"
+TRAILING_PUNCT = ".,;:!?"
+QUOTES = "\"'`"
 _ENTRY = re.compile(rf"^({_NAME})\(<arguments: \{{(.*)\}}>\)$", re.DOTALL)
 _STRING = r'"(?:[^"\\]|\\.)*"'
 _ALT = rf"{_STRING}|[^,|\s\"]+"
@@ -36,14 +41,32 @@ _TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
 _DECODER = json.JSONDecoder()
 
 
+def bare(text: str) -> str:
+    """``text`` without what may stand around an action: whitespace, wrapping quotes, trailing punctuation.
+
+    The one rule for every answer, call or text (``call({...}).`` is the call ``call({...})``).
+
+    >>> bare(' `get_user({"id": "M05KNL"})`. ')
+    'get_user({"id": "M05KNL"})'
+    """
+    prev = None
+    while prev != text:
+        prev = text
+        text = text.strip().strip(QUOTES).rstrip(TRAILING_PUNCT).strip()
+    return text
+
+
 def looks_like_call(text: str) -> bool:
-    """Whether ``text`` starts like a tool call (``name(``): then it must be one, of a listed tool."""
-    return _CALL_START.match(text.strip()) is not None
+    """Whether ``text`` starts like a tool call (``name(``, or ``name ({``): then it must be one, of a listed tool."""
+    return _CALL_SHAPED.match(bare(text)) is not None
 
 
 def parse_calls(text: str) -> list[tuple[str, Any]] | None:
-    """``name({json}); name2({json})`` as ``[(name, arguments), ...]``; None when it is not exactly that."""
-    calls, pos, text = [], 0, text.strip()
+    """``name({json}); name2({json})`` as ``[(name, arguments), ...]``; None when it is not exactly that.
+
+    Spacing outside strings is free (``name ( {...} )``); what :func:`bare` strips around the calls is ignored.
+    """
+    calls, pos, text = [], 0, bare(text)
     while True:
         m = _CALL_START.match(text, pos)
         if m is None:
@@ -52,12 +75,16 @@ def parse_calls(text: str) -> list[tuple[str, Any]] | None:
             args, end = _DECODER.raw_decode(text, m.end())
         except json.JSONDecodeError:
             return None
+        while end < len(text) and text[end].isspace():
+            end += 1
         if not text.startswith(")", end):
             return None
         calls.append((m.group(1), args))
         pos = end + 1
         if pos == len(text):
             return calls
+        while text[pos].isspace():  # before the separator: the text ends with ")" (bare), so this stops
+            pos += 1
         if text[pos] != CALL_SEPARATOR[0]:
             return None
         pos += 1
