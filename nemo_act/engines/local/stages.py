@@ -1,4 +1,7 @@
-"""Local training stages on TRL: ACT and RL (GRPOTrainer), IL and SFT-on-choice (SFTTrainer), DPO.
+"""Local training stages on TRL: every stage kind, by its ``algorithm`` (GRPO, SFT or DPO trainer).
+
+GRPOTrainer: ACT and its variants, RL; SFTTrainer: IL, IL at ACT's budget, SFT-on-choice, the reflection baselines;
+DPOTrainer: DPO.
 
 A stage reads an HF checkpoint, trains on the rows built by :mod:`nemo_act.stage_data`, and writes
 an HF checkpoint (safetensors + tokenizer) with ``config.yaml`` (the resolved experiment config) and

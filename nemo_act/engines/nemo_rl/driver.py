@@ -1,4 +1,4 @@
-r"""Cluster-engine driver: one stage (ACT, RL, IL, SFT-on-choice, DPO) on NeMo-RL's GRPO / SFT / DPO.
+r"""Cluster-engine driver: one stage of any kind on NeMo-RL's GRPO / SFT / DPO (its kind's ``algorithm``).
 
     python -m nemo_act.engines.nemo_rl.driver --stage act --init Qwen/Qwen3-8B \
         --config conf/recipes/alfworld/act-qwen3-8b-4n4g-megatron.yaml \

@@ -332,7 +332,7 @@ def stage_overlay(kind: str, cfg: ExperimentConfig, *, init: str, out: str | Pat
     """Our settings of one stage as nested NeMo-RL config keys (layer 2 above).
 
     Args:
-        kind: Stage kind (``act``, ``act_noreason``, ``rl``, ``il``, ``sft_choice``, ``dpo``).
+        kind: A stage kind (:data:`~nemo_act.stage_kinds.STAGE_KINDS`; its ``algorithm`` picks GRPO, SFT or DPO).
         cfg: The experiment config (``engine.nemo_rl`` must be set).
         init: HF checkpoint the stage starts from (also its tokenizer).
         out: The stage's output folder: NeMo-RL checkpoints in ``out/checkpoints``, its logs in
