@@ -452,7 +452,8 @@ def test_max_samples_cuts_the_stage_rows_every_engine_is_given(sw_experts, tmp_p
 def test_a_stage_resumed_after_its_last_checkpoint_starts_no_training(tmp_path, kind):
     """Issue 45 on the cluster engine: a stage killed after its final checkpoint (``step_<max_num_steps>``) and
     before the export is handed over from that checkpoint; the driver does not start NeMo-RL's loop again. Earlier
-    checkpoints resume as NeMo-RL resumes them (docs/cluster.md "What a resumed stage restores")."""
+    checkpoints resume as NeMo-RL resumes them (docs/cluster.md "What a resumed stage restores"); a checkpoint past
+    the last step is refused, before the loop and after it, so none is ever exported."""
     from nemo_act.engines.nemo_rl.driver import trained_to_the_end
 
     cfg = load_config(Q8B, [f"train.{kind}.max_steps=7"])
@@ -466,3 +467,6 @@ def test_a_stage_resumed_after_its_last_checkpoint_starts_no_training(tmp_path, 
     assert trained_to_the_end(master, algorithm, ckpts) is None
     (ckpts / "step_7").mkdir()
     assert trained_to_the_end(master, algorithm, ckpts) == 7
+    (ckpts / "step_8").mkdir()  # a resume that trained past the end (or another stage's folder): never exported
+    with pytest.raises(RuntimeError, match=rf"step_8 is past the stage's last step \({algorithm}.max_num_steps 7\)"):
+        trained_to_the_end(master, algorithm, ckpts)

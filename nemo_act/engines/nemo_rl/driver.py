@@ -149,10 +149,20 @@ def trained_to_the_end(master: dict[str, Any], algorithm: str, checkpoints: Path
     without starting NeMo-RL at all, whatever its loop would do on a resume at the end (the local engine's
     equivalent: :mod:`nemo_act.engines.local.exact_resume`). Our recipes always set ``max_num_steps``
     (:func:`.recipe._loop`).
+
+    Raises:
+        RuntimeError: The newest checkpoint is past ``max_num_steps``: the stage trained past its last step
+            (the driver calls this again after NeMo-RL returns, so a resume that did so is never exported) or
+            the folder holds another stage's checkpoints.
     """
     step = checkpoint_step(latest_checkpoint(checkpoints))
     steps = master[algorithm]["max_num_steps"]
-    return step if step and steps and step >= steps else None
+    if step and steps and step > steps:
+        raise RuntimeError(
+            f"{checkpoints}/step_{step} is past the stage's last step ({algorithm}.max_num_steps {steps}): it trained "
+            f"past it or the folder holds another stage's checkpoints; delete {checkpoints.parent} to train it again"
+        )
+    return step if step and steps and step == steps else None
 
 
 def run(args: argparse.Namespace) -> Path:
@@ -176,6 +186,7 @@ def run(args: argparse.Namespace) -> Path:
         init_ray()
         margin = recipe.settings(load_config(args.config, args.overrides)).save_deadline_margin_s
         {"grpo": _grpo, "sft": _sft, "dpo": _dpo}[algorithm](master, tokenizer, margin)
+        trained_to_the_end(master, algorithm, out / "checkpoints")  # a loop that trained past the end: refused
     metrics = stage_metrics(
         _tensorboard_scalars(Path(master["logger"]["log_dir"])), out / recipe.REWARD_LOG, args.stage
     )
