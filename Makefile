@@ -22,9 +22,9 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check nemo_act tests benchmarks tools tests_megatron
-	$(BIN)/ruff format --check nemo_act tests benchmarks tools tests_megatron
-	$(BIN)/shellcheck -x -s bash slurm/*.sub slurm/_*.sh slurm/image_setup.sh slurm/cluster.env.example benchmarks/device_check.sh
+	$(BIN)/ruff check nemo_act tests bench tools tests_megatron
+	$(BIN)/ruff format --check nemo_act tests bench tools tests_megatron
+	$(BIN)/shellcheck -x -s bash slurm/*.sub slurm/_*.sh slurm/image_setup.sh slurm/cluster.env.example bench/device_check.sh
 
 # the suite on every core (pytest-xdist), one test file per worker at a time: a file's module fixtures are
 # built once; each worker builds the session fixtures (tiny model, ScienceWorld experts) for itself

@@ -190,7 +190,7 @@ HEAVY_FIXTURES = {"scienceworld", "sw_experts", "benchmarks_dir", "tiny_model_di
 # `make test` hands whole files to its workers (`--dist loadfile --no-loadscope-reorder`) in the order below: the
 # longest files first, so none of them starts last and leaves one core idle while it runs (the longest-processing-
 # time rule). xdist's own reorder sorts files by their number of tests, which put test_sand (10 tests, ~6.5 min
-# alone) near the end. Seconds alone on this machine (benchmarks/test_cost.py), 2026-12-02.
+# alone) near the end. Seconds alone on this machine (bench/test_cost.py), 2026-12-02.
 RUN_FIRST = [
     "test_sand.py",  # ~390
     "test_early_experience.py",  # ~250

@@ -1,4 +1,4 @@
-"""The device check (benchmarks/device_check.sh) without a GPU: its shell parses, and each part that can run
+"""The device check (bench/device_check.sh) without a GPU: its shell parses, and each part that can run
 on a CPU runs end to end on a tiny shape (``--smoke``), so a lent GPU's few minutes are not lost to a typo."""
 
 import json
@@ -15,10 +15,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_device_check_script_parses_and_its_parts_run_on_a_tiny_shape(tmp_path):
-    assert subprocess.run(["bash", "-n", str(REPO / "benchmarks" / "device_check.sh")]).returncode == 0
+    assert subprocess.run(["bash", "-n", str(REPO / "bench" / "device_check.sh")]).returncode == 0
     for part in ("probe", "rate", "rate-invariant", "hf", "act"):
         res = subprocess.run(
-            [sys.executable, "benchmarks/device_check.py", part, "--smoke", "--out", str(tmp_path)],
+            [sys.executable, "bench/device_check.py", part, "--smoke", "--out", str(tmp_path)],
             cwd=REPO, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert res.returncode == 0, res.stderr[-2000:]
@@ -34,12 +34,12 @@ def test_device_check_script_parses_and_its_parts_run_on_a_tiny_shape(tmp_path):
     act = json.loads((tmp_path / "act.json").read_text())
     assert act["steps"] == 2 and act["prompt_tokens"] > 100 and act["generated_tokens_per_s"] > 0
     res = subprocess.run(
-        [sys.executable, "benchmarks/device_check.py", "megatron", "--smoke", "--out", str(tmp_path)],
+        [sys.executable, "bench/device_check.py", "megatron", "--smoke", "--out", str(tmp_path)],
         cwd=REPO, capture_output=True, text=True,
     )  # fmt: skip
     assert res.returncode != 0 and "needs a GPU" in res.stderr  # says why instead of pretending
     table = subprocess.run(
-        [sys.executable, "benchmarks/device_check.py", "summary", "--out", str(tmp_path)],
+        [sys.executable, "bench/device_check.py", "summary", "--out", str(tmp_path)],
         cwd=REPO, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert "| act | steps 2" in table and "| megatron | not run or failed" in table
@@ -53,7 +53,7 @@ def test_the_rate_parts_model_config_loads_as_a_causal_lm(tmp_path):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    sys.path.insert(0, str(REPO / "bench"))
     import device_check
 
     device_check._qwen3_config(device_check.SHAPE_8B, tied=False).save_pretrained(tmp_path)
@@ -97,7 +97,7 @@ def test_a_vllm_engine_that_fails_to_start_says_what_it_tried_and_where_it_stopp
     out = tmp_path / "out"
     env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
     res = subprocess.run(
-        [sys.executable, "benchmarks/device_check.py", "rate", "--out", str(out), "--requests", "4",
+        [sys.executable, "bench/device_check.py", "rate", "--out", str(out), "--requests", "4",
          "--prompt-tokens", "16", "--completion", "4"],
         cwd=REPO, capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
@@ -109,6 +109,6 @@ def test_a_vllm_engine_that_fails_to_start_says_what_it_tried_and_where_it_stopp
     assert last.startswith("rate: failed at LLM(...) start-up: ValueError: Free memory on device cuda:0"), last
     written = json.loads((out / "rate.json").read_text())
     assert written["failed"].startswith("LLM(...) start-up: ValueError") and written["engine"] == "vllm 0.20.0"
-    table = subprocess.run([sys.executable, "benchmarks/device_check.py", "summary", "--out", str(out)], cwd=REPO,
+    table = subprocess.run([sys.executable, "bench/device_check.py", "summary", "--out", str(out)], cwd=REPO,
                            capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert "| rate | engine vllm 0.20.0, batch_invariant 0, failed LLM(...) start-up: ValueError" in table

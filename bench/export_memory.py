@@ -1,6 +1,6 @@
 r"""Peak host memory of the Megatron -> HF export, per parameter (run with the Megatron venv's Python).
 
-    .venv-megatron/bin/python benchmarks/export_memory.py [--layers 4 28] [--out DIR]
+    .venv-megatron/bin/python bench/export_memory.py [--layers 4 28] [--out DIR]
 
 For each size it builds a random Qwen3 (hidden 512, 8 / 4 heads of 64, FFN 1536, vocabulary 32,000;
 ``--layers`` decoder layers), saves it as HF safetensors in 50 MB shards (as real checkpoints come in

@@ -8,7 +8,7 @@ WebShop runs where ``WEBSHOP_DIR`` names a prepared WebShop checkout and this Py
 (docs/benchmarks.md "WebShop"): the small protocol's test goals, plus the latency of each kind of env call (reset,
 search, click, buy) measured in this process; elsewhere its row says why it was skipped.
 
-Usage: python benchmarks/eval_throughput.py [--episodes 8] [--workers 1,2,4] [--alfworld-data DIR] [--only NAMES]
+Usage: python bench/eval_throughput.py [--episodes 8] [--workers 1,2,4] [--alfworld-data DIR] [--only NAMES]
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ACT stage: generated tokens/s, optimizer steps/s and peak RSS of a short GRPO run on real pairs.
 Evaluation: env steps/s of the random policy with 1 and 2 env worker processes.
 
-Usage: python benchmarks/local_throughput.py [--act-steps 10] [--episodes 4]
+Usage: python bench/local_throughput.py [--act-steps 10] [--episodes 4]
 """
 
 from __future__ import annotations

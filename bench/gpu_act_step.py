@@ -13,7 +13,7 @@ rollouts. It prints, per step and as the mean over the steps after the first (wa
   peak given with ``--peak-tflops`` (H100/H200 bf16 dense: 989).
 
 Usage (on a GPU node, from the repository root):
-    python benchmarks/gpu_act_step.py [--gpus 1] [--steps 4] [--pairs PAIRS.jsonl] [--out DIR]
+    python bench/gpu_act_step.py [--gpus 1] [--steps 4] [--pairs PAIRS.jsonl] [--out DIR]
 Without ``--pairs`` it samples random-policy pairs on ScienceWorld gold experts of two tasks (needs
 ``scienceworld`` and Java).
 """

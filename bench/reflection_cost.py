@@ -1,6 +1,6 @@
 r"""What each data builder costs per 100 expert states: ACT pairs next to Early Experience, SAND and Agent-R.
 
-    .venv/bin/python benchmarks/reflection_cost.py [--tasks lifespan-longest-lived find-non-living-thing]
+    .venv/bin/python bench/reflection_cost.py [--tasks lifespan-longest-lived find-non-living-thing]
         [--policy runs/tiny-model] [--k 3] [--sand-policy random] [--out runs/bench/reflection_cost]
 
 On real ScienceWorld gold states (test variation 1 of each task), with the same initial policy for both

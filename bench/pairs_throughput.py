@@ -1,6 +1,6 @@
 """Print pair-collection throughput: states/s and sampled tokens/s for the random policy and a tiny model.
 
-Usage: python benchmarks/pairs_throughput.py [--tasks T1,T2] [--k 2]
+Usage: python bench/pairs_throughput.py [--tasks T1,T2] [--k 2]
 Collects real ScienceWorld gold experts for a few short tasks first (printing env steps/s).
 """
 

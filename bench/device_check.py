@@ -1,6 +1,6 @@
-r"""The parts of the device check (benchmarks/device_check.sh): one GPU, no internet, what is installed.
+r"""The parts of the device check (bench/device_check.sh): one GPU, no internet, what is installed.
 
-    python benchmarks/device_check.py probe|rate|hf|act|megatron|summary [--out DIR] [--smoke]
+    python bench/device_check.py probe|rate|hf|act|megatron|summary [--out DIR] [--smoke]
 
 * ``probe``: CUDA, the GPU, bf16, and which of torch, transformers, TRL, datasets, Transformer Engine,
   Megatron-Core, Megatron-Bridge, flash-attn, vLLM, NeMo-RL import (with versions).

@@ -1,6 +1,6 @@
 r"""Data steps on 1, 2, 4 and 8 engines of a local Ray cluster: items/s, ratio to one engine, overhead per item.
 
-    .venv/bin/python benchmarks/data_steps_scaling.py [--engines 1,2,4,8] [--latency 4] [--model]
+    .venv/bin/python bench/data_steps_scaling.py [--engines 1,2,4,8] [--latency 4] [--model]
         [--pairs-batch 10] [--eval-batch 1] [--steps 6] [--lanes 1,2] [--out runs/bench/data_steps_scaling]
 
 Two data steps, each on the code path the cluster uses (nemo_act/generation/ray_pool.py: engines as Ray

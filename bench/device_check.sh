@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The prepared device check for a lent single GPU (an H200: no internet, torch + transformers preinstalled,
 # at most 64 MiB carried). Run from the repository root; results land in $OUT (default ./device_check_out):
-#   bash benchmarks/device_check.sh            # about 10-14 minutes; each part has its own time limit
-# Parts (benchmarks/device_check.py has the details), each in its own process so one failure or hang
+#   bash bench/device_check.sh            # about 10-14 minutes; each part has its own time limit
+# Parts (bench/device_check.py has the details), each in its own process so one failure or hang
 # costs only its own budget:
 #   probe     CUDA, bf16, and which of TE, Megatron-Core, flash-attn, vLLM, TRL, datasets, NeMo-RL import
 #   rate      requests/s of one vLLM engine (Qwen3-8B shape, dummy weights; 3k-token prompts, 256 new tokens):
@@ -34,7 +34,7 @@ part() {  # part NAME SECONDS [ARGS...]
   local name=$1 limit=$2
   shift 2
   echo "== $name (limit ${limit}s)"
-  timeout "$limit" "$PY" benchmarks/device_check.py "$name" --out "$OUT" "$@" > "$OUT/$name.log" 2>&1
+  timeout "$limit" "$PY" bench/device_check.py "$name" --out "$OUT" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
   tail -n 3 "$OUT/$name.log"
   if (( rc != 0 )); then echo "== $name: exit $rc (log: $OUT/$name.log)"; fi
@@ -46,4 +46,4 @@ part rate-invariant 240 --requests 256 --prompt-tokens 3000 --completion 256
 part hf 150 --steps 5 --batch 4 --seq 4096
 part act 240 --steps 3 --completion 256
 part megatron 150 --steps 5 --batch 4 --seq 4096
-"$PY" benchmarks/device_check.py summary --out "$OUT" | tee "$OUT/summary.md"
+"$PY" bench/device_check.py summary --out "$OUT" | tee "$OUT/summary.md"

@@ -1,7 +1,7 @@
 r"""What the test suite costs: wall time per lane and per module, and the slowest tests.
 
-    .venv/bin/python benchmarks/test_cost.py [--lane fast|full] [--top 20] [--out runs/bench/test_cost]
-    .venv/bin/python benchmarks/test_cost.py --from report.xml [--from other.xml ...]
+    .venv/bin/python bench/test_cost.py [--lane fast|full] [--top 20] [--out runs/bench/test_cost]
+    .venv/bin/python bench/test_cost.py --from report.xml [--from other.xml ...]
 
 Runs pytest for a lane of ``make test`` (``fast``: ``-m "not heavy"``; ``full``: everything) with a JUnit
 XML report (pytest's own ``--junitxml``; per-test times include setup and teardown, so a session fixture is
