@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from nemo_act.benchmarks.base import usable_adapters
+from nemo_act.common.paths import conf_root
 from nemo_act.common.quiet import quiet_libraries
 from nemo_act.common.runlock import LockedError
 from nemo_act.common.write_errors import write_failure
@@ -95,9 +97,7 @@ def registered(engine: str) -> dict[str, list[tuple[str, str, str]]]:
     rewards their score function's, engines the module of their ``ENGINE``: the ones nemo-act ships and
     ``engine`` (the config's ``engine.name``), which may be yours.
     """
-    from omegaconf import OmegaConf
-
-    from nemo_act.config.load import find_conf
+    from nemo_act.benchmarks.base import registered as benchmarks
     from nemo_act.engines import engine_named, shipped_engines
     from nemo_act.stage_data import BUILDERS
     from nemo_act.stage_kinds import DATA_KINDS, REWARD_KINDS, STAGE_KINDS
@@ -107,12 +107,8 @@ def registered(engine: str) -> dict[str, list[tuple[str, str, str]]]:
 
     engines = sorted({*shipped_engines(), engine})
 
-    benchmarks = []
-    for name in group_options("benchmark"):
-        raw = OmegaConf.load(find_conf(f"benchmark/{name}.yaml"))
-        benchmarks.append((name, str(raw.get("title", "")), str(raw.get("adapter", ""))))
     return {
-        "benchmarks": benchmarks,
+        "benchmarks": benchmarks(),
         "stage kinds": [(k.name, f"{k.algorithm} on {k.data}" + (f", reward {k.reward}" if k.reward else ""),
                          module(k.rows) if k.rows else BUILDERS[k.name].__module__) for k in STAGE_KINDS.values()],
         "data kinds": [(d.name, d.audit or "", module(d.builder)) for d in DATA_KINDS.values()],
@@ -457,18 +453,6 @@ def cmd_cluster_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def cmd_webshop_setup(args: argparse.Namespace) -> int:
-    """Prepare a WebShop checkout for a protocol: product files, WebShop's conversion, pyserini's index, checked."""
-    from nemo_act.benchmarks.webshop_setup import SetupError, prepare
-
-    try:
-        done = prepare(args.webshop_dir, args.data, args.protocol)
-    except SetupError as err:
-        raise UsageError(str(err)) from err
-    print(f"WebShop at {args.webshop_dir} ready for the {args.protocol} protocol: {done.indexed} products indexed")
-    return 0
-
-
 def cmd_plan(args: argparse.Namespace) -> int:
     """Check a cluster recipe's layout and estimate memory per GPU; exit 1 when a rule refuses it."""
     from omegaconf import DictConfig, OmegaConf
@@ -479,13 +463,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if raw is not None and (not isinstance(raw, DictConfig) or "defaults" not in raw):
         raise UsageError(
             f"{args.pipeline}: not a cluster recipe (it composes no config: no `defaults:` list); recipes are "
-            "conf/recipes/<benchmark>/*.yaml, e.g. conf/recipes/alfworld/act-qwen3-8b-4n4g-megatron.yaml"
+            f"conf/recipes/<benchmark>/*.yaml, e.g. {_example_recipe()}"
         )
     cfg = load_config(args.pipeline, _overrides(args))
     refusals = engine_for(cfg).check_layout(cfg)
     for rule, reason in refusals:
         print(f"error: layout refused ({rule}): {reason}", file=sys.stderr)
     return 1 if refusals else 0
+
+
+def _example_recipe() -> str:
+    """A shipped cluster recipe's path, for messages."""
+    recipes = sorted((conf_root() / "recipes").glob("*/*.yaml"))
+    return str(recipes[0].relative_to(conf_root().parent)) if recipes else "conf/recipes/<benchmark>/<recipe>.yaml"
 
 
 def cmd_checklist(args: argparse.Namespace) -> int:
@@ -516,7 +506,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     print(f"table: {write_markdown(rows, out)}; plots: {plot_runs(runs, out)}")
     if not paper_table.build(args.runs)[0]:  # e.g. your own traces: their measure is held-out selection (above)
-        names = ", ".join(c.label for c in paper_table.COLUMNS)
+        names = ", ".join(c.label for c in paper_table.columns())
         print(f"the paper's layout: not written, no run has a result in its columns ({names})")
         return 0
     paths = paper_table.write(args.runs, out)
@@ -612,16 +602,16 @@ def _experts_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--split",
         default=None,
-        help="ScienceWorld: train, dev, test; ALFWorld: train, valid_seen, valid_unseen; WebShop: human",
+        help="a split of the benchmark (docs/benchmarks.md lists each benchmark's splits)",
     )
     p.add_argument(
         "--from-rollouts",
         default=None,
         help="take the successful trajectories of another policy's rollouts (our trajectory JSONL) instead",
     )
-    p.add_argument("--data-dir", default=None, help="ALFWorld / WebShop data folder (sets benchmark.data_dir)")
+    p.add_argument("--data-dir", default=None, help="the benchmark's data folder (sets benchmark.data_dir)")
     p.add_argument(
-        "--tasks", default=None, help="comma-separated task names (ALFWorld: substrings of game ids; default: all)"
+        "--tasks", default=None, help="comma-separated task names, as the benchmark names them (default: all)"
     )
     p.add_argument("--max-variations", type=int, default=None, help="variations per task (default: config)")
     p.add_argument("--workers", type=int, default=None, help="env worker processes (default: pipeline.eval.workers)")
@@ -685,16 +675,16 @@ def _eval_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act eval``."""
     p = sub.add_parser("eval", help="evaluate a policy in the benchmark env (protocol metrics, N seeds)")
     p.add_argument("--policy", required=True, help="HF checkpoint, 'gold' or 'random'")
-    p.add_argument(
-        "--split", default=None, help="default: pipeline.eval.split (ScienceWorld, WebShop: test; ALFWorld: valid_seen)"
-    )
-    p.add_argument("--data-dir", default=None, help="ALFWorld / WebShop data folder (sets benchmark.data_dir)")
+    p.add_argument("--split", default=None, help="default: pipeline.eval.split (the benchmark config's)")
+    p.add_argument("--data-dir", default=None, help="the benchmark's data folder (sets benchmark.data_dir)")
     p.add_argument("--tasks", default=None, help="comma-separated task names (default: all)")
     p.add_argument("--max-variations", type=int, default=None, help="variations per task (default: config)")
     p.add_argument("--seeds", default=None, help="comma-separated seeds (default: eval.seeds)")
     p.add_argument("--workers", type=int, default=None, help="env worker processes (default: pipeline.eval.workers)")
     p.add_argument("--envs-per-worker", type=int, default=None, help="default: pipeline.eval.envs_per_worker")
-    p.add_argument("--experts", default=None, help="expert trajectories of the split (gold policy; ALFWorld's is live)")
+    p.add_argument(
+        "--experts", default=None, help="expert trajectories of the split (gold policy; none for a live expert)"
+    )
     p.add_argument("--pairs", default=None, help="held-out pairs: also report ACT selection accuracy")
     p.add_argument("--no-env", action="store_true", help="with --pairs: selection accuracy only")
     p.add_argument("--out", required=True, help="results folder")
@@ -786,15 +776,6 @@ def _checklist_command(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_checklist)
 
 
-def _webshop_setup_command(sub: argparse._SubParsersAction) -> None:
-    """``nemo-act webshop-setup``."""
-    p = sub.add_parser("webshop-setup", help="prepare a WebShop checkout: product files, search index (checked)")
-    p.add_argument("--webshop-dir", required=True, help="your WebShop checkout (princeton-nlp/WebShop)")
-    p.add_argument("--data", required=True, help="folder with the protocol's product files")
-    p.add_argument("--protocol", choices=["small", "full"], default="small", help="small: 1,000 products")
-    p.set_defaults(func=cmd_webshop_setup)
-
-
 def _report_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act report``."""
     p = sub.add_parser("report", help="results table and plots of finished runs")
@@ -835,7 +816,6 @@ COMMANDS = (
     _cluster_check_command,
     _plan_command,
     _checklist_command,
-    _webshop_setup_command,
     _report_command,
     _convert_command,
     _demo_command,
@@ -844,13 +824,19 @@ COMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``nemo-act``: one function per subcommand (:data:`COMMANDS`), in help order."""
+    """The argument parser of ``nemo-act``: :data:`COMMANDS` in help order, then the benchmarks' own subcommands.
+
+    A registered benchmark's adapter may offer subcommands (``add_commands``: WebShop's ``webshop-setup``).
+    """
     parser = argparse.ArgumentParser(
         prog="nemo-act", description="Agentic Critical Training (ACT) for LLM agents: data, pairs, training, eval."
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(sub)
+    for _, adapter in usable_adapters():  # what a benchmark offers of its own (a setup step its data needs)
+        if hasattr(adapter, "add_commands"):
+            adapter.add_commands(sub)
     return parser
 
 

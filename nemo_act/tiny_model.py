@@ -48,24 +48,13 @@ CHAT_TEMPLATE = (
 # benchmarks' preambles (BPE merges do not depend on their order, measured). A fixed list: a new template (a
 # new benchmark's preamble, a baseline's prompt) must not change the tokenizer, or the demo's and the pinned
 # figures move (leaving the preambles out moved 81 of 1,024 tokens and the demo's ACT gain from +23.7 to +3.9).
-TOKENIZER_TEMPLATES = (
-    "act_instruction",
-    "act_instruction_no_reasoning",
-    "act_selection",
-    "action_generation",
-    "action_instruction_cot",
-    "action_instruction_no_cot",
-    "history_item",
-    "preamble.alfworld",
-    "preamble.scienceworld",
-    "preamble.webshop",
-)
+TOKENIZER_TEMPLATES = "tokenizer_corpus.list"  # the list, one template name a line, in prompts/templates/
 
 
 def _template_texts() -> Iterator[str]:
     """The texts of :data:`TOKENIZER_TEMPLATES` (without the ``{context}`` slot added later: same merges)."""
     folder = resources.files("nemo_act.prompts") / "templates"
-    for name in TOKENIZER_TEMPLATES:
+    for name in (folder / TOKENIZER_TEMPLATES).read_text(encoding="utf-8").split():
         yield (folder / f"{name}.txt").read_text(encoding="utf-8").replace("{context}", "")
 
 

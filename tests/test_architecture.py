@@ -11,6 +11,9 @@
   :class:`~nemo_act.engines.Engine` methods.
 * Every engine shipped is complete: its ``ENGINE`` implements every abstract method, its ``CONFIG`` models its
   block.
+* No module outside ``nemo_act/benchmarks/`` names a benchmark in its code (an identifier, an import, a string
+  that is not a docstring): what a command, a column or a message needs of one comes from its adapter
+  (``nemo_act/benchmarks/base.py``). Prose (docstrings, comments) may cite one as an example.
 """
 
 import ast
@@ -18,6 +21,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from nemo_act.common.plugins import engine_module, import_module
 from nemo_act.config.schema import EngineConfigBase
@@ -267,3 +271,85 @@ def test_every_shipped_engine_is_complete(name):
     assert isinstance(engine, Engine) and engine.name == name
     assert not getattr(type(engine), "__abstractmethods__", None)
     assert issubclass(import_module(engine_module(name), "test").CONFIG, EngineConfigBase)
+
+
+def benchmark_names() -> re.Pattern[str]:
+    """The shipped benchmarks' names, titles and adapter modules (``conf/benchmark/*.yaml``), as one pattern.
+
+    Separators inside a name are free (``textworld_express``, ``TextWorld-Express``); a name that is an everyday
+    word (``traces``) counts as a whole word only, the others also inside a longer identifier
+    (``cmd_webshop_setup``).
+    """
+    stems, words = set(), set()
+    for path in (ROOT / "conf" / "benchmark").glob("*.yaml"):
+        raw = yaml.safe_load(path.read_text())
+        for name in (raw["name"], raw["title"], raw["adapter"].rsplit(".", 1)[-1]):
+            parts = re.split(r"[-_ ]", name.lower())
+            (words if name.lower() in EVERYDAY else stems).add("[-_ ]?".join(map(re.escape, parts)))
+    return re.compile(rf"(?i)(?<![a-z])({'|'.join(sorted(stems))})|(?<![a-z])({'|'.join(sorted(words))})(?![a-z])")
+
+
+EVERYDAY = {"traces", "agent traces"}
+
+
+def benchmarks_named(package: Path, pattern: re.Pattern[str]) -> list[str]:
+    """``file:line: text`` of every name in code outside ``benchmarks/`` that matches ``pattern``."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).parts[0] == "benchmarks":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            texts: list[str] = []
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                texts = [node.value]
+            elif isinstance(node, ast.Name):
+                texts = [node.id]
+            elif isinstance(node, ast.Attribute):
+                texts = [node.attr]
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                texts = [node.name]
+            elif isinstance(node, ast.arg | ast.keyword) and node.arg:
+                texts = [node.arg]
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                texts = [getattr(node, "module", None) or "", *(a.name for a in node.names)]
+            found += [
+                f"{path.relative_to(package.parent)}:{node.lineno}: {t[:80]!r}" for t in texts if pattern.search(t)
+            ]
+    return found
+
+
+def test_no_module_outside_the_adapters_names_a_benchmark():
+    """Issue 47: a new benchmark is one module and one YAML; nothing else in the package knows the shipped ones."""
+    pattern = benchmark_names()
+    for name in ("ScienceWorld", "webshop_setup", "textworld_express", "TextWorld-Express", "ALFWORLD", "traces"):
+        assert pattern.search(name), name
+    for name in ("retraces", "trace", "web", "world", "science"):
+        assert not pattern.search(name), name
+    assert benchmarks_named(PACKAGE, pattern) == []
+
+
+def test_the_benchmark_name_check_finds_a_planted_name(tmp_path):
+    pkg = tmp_path / "nemo_act"
+    (pkg / "report").mkdir(parents=True)
+    (pkg / "benchmarks").mkdir()
+    (pkg / "benchmarks" / "webshop.py").write_text('TITLE = "WebShop"\n')  # an adapter may name itself
+    (pkg / "report" / "table.py").write_text(
+        '"""Columns, e.g. ScienceWorld\'s score (prose may cite one)."""\n\n'
+        "def columns():\n"
+        '    """The columns."""\n'
+        '    return {"key": "alfworld_ood", "label": "OOD success"}  # ALFWorld (a comment may too)\n'
+    )
+    (pkg / "cli.py").write_text("from nemo_act.benchmarks.webshop_setup import prepare\n")
+    assert benchmarks_named(pkg, benchmark_names()) == [
+        "nemo_act/cli.py:1: 'nemo_act.benchmarks.webshop_setup'",
+        "nemo_act/report/table.py:5: 'alfworld_ood'",
+    ]

@@ -306,3 +306,16 @@ def test_the_gold_policys_drops_are_printed_by_reason():
         "8 WebShop's reward scores the goal's own product and options below 1"
     ]
     assert expert_summary({"won": 3}) == []
+
+
+def test_webshop_setup_is_a_subcommand_the_adapter_offers(tmp_path, capsys):
+    """Issue 47: the CLI names no benchmark; ``webshop-setup`` comes from WebShop's adapter (``add_commands``),
+    and a folder that is no WebShop checkout is refused in one line, exit 2, before anything is written."""
+    from nemo_act import cli
+    from nemo_act.benchmarks import webshop
+
+    assert "webshop-setup" in cli.build_parser().format_help() and hasattr(webshop, "add_commands")
+    assert cli.main(["webshop-setup", "--webshop-dir", str(tmp_path), "--data", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: --webshop-dir {tmp_path}: not a WebShop checkout (no web_agent_site/ or search_engine/)"]
+    assert list(tmp_path.iterdir()) == []

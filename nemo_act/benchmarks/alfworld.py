@@ -49,6 +49,11 @@ TASK_TYPES = (
 DATASET = "json_2.1.1"
 # Bump when what an experts file holds changes (part of the experts manifest).
 ADAPTER_VERSION = 1
+PAPER_COLUMNS = (  # the paper's in-distribution (seen games) and out-of-distribution success columns
+    {"key": "alfworld_id", "label": "ALFWorld ID success %", "split": "valid_seen", "metric": "completion", "order": 0},
+    {"key": "alfworld_ood", "label": "ALFWorld OOD success %", "split": "valid_unseen", "metric": "completion",
+     "order": 1},
+)  # fmt: skip
 
 
 class ALFWorldConfig(BenchmarkConfigBase):

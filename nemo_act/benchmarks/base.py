@@ -11,19 +11,27 @@ A benchmark is one module plus one ``conf/benchmark/<name>.yaml`` whose ``adapte
   ``step(action)``, ``close()``, returning :class:`Observation`), None when there is no simulator;
 * expert data, one of: ``expert_env(cfg)`` + ``play_expert(env, cfg, task, variation, split)`` returning
   ``(Trajectory, counts | None, attempts)`` (experts played live in a pool worker), or
-  ``read_experts(cfg, split) -> (list[Trajectory], params)`` (experts read from files);
+  ``read_experts(cfg, split) -> (list[Trajectory], params)`` (experts read from files; ``params`` go into the
+  experts' manifest, but for ``counts``, ``skipped`` (bad lines left out, by reason) and ``shown_as`` (how
+  messages name the source));
 * ``LIVE_EXPERT_ACTION``: whether its live env proposes the expert's next action itself (ALFWorld);
 * optionally ``expert_summary(counts) -> list[str]``: lines ``nemo-act experts`` prints about its own counts;
 * optionally ``expert_warnings(counts) -> list[str]``: what is wrong with the data, each with the setting that fixes it
   (``nemo-act experts``, ``run`` and ``pairs`` print them: :func:`nemo_act.steps.experts.data_warnings`);
-* optionally ``plays_live(cfg) -> bool``: for a module with both kinds of expert data, which one a config uses.
+* optionally ``plays_live(cfg) -> bool``: for a module with both kinds of expert data, which one a config uses;
+* optionally ``add_commands(sub)``: CLI subcommands the benchmark offers (``sub`` is ``nemo-act``'s
+  ``argparse`` subparsers; each parser sets ``func(args) -> exit code``), e.g. a setup step its data needs;
+* optionally ``PAPER_COLUMNS``: the paper-table columns its evaluations fill, each a dict of ``key``, ``label``,
+  ``split``, ``metric`` (``score`` or ``completion``), ``order`` (place among all benchmarks' columns) and
+  optionally ``protocol`` (config values an evaluation must have had to count).
 
 :class:`BenchmarkAdapter`, :class:`LiveExperts`, :class:`FileExperts` and :class:`BenchmarkEnv` type these
 (``typing.Protocol``); :func:`adapter` checks a module against them when it is first named and says what is
 missing. Whether experts are played live is derived (:func:`plays_experts`), never configured.
 
-The config schema, expert collection, evaluation, the report and the CLI read this registry; none of
-them names a benchmark. ``docs/extending.md`` walks through adding one.
+The config schema, expert collection, evaluation, the report and the CLI read this registry
+(:func:`registered`: the ``benchmark/*.yaml`` of the config search path); none of them names a benchmark
+(``tests/test_architecture.py`` checks). ``docs/extending.md`` walks through adding one.
 """
 
 from __future__ import annotations
@@ -35,7 +43,10 @@ from functools import cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from omegaconf import OmegaConf
 from pydantic import BaseModel, ConfigDict
+
+from nemo_act.config.load import find_conf, group_options
 
 if TYPE_CHECKING:
     from nemo_act.config.schema import BenchmarkConfigBase
@@ -227,3 +238,27 @@ def adapter(module: str) -> ModuleType:
 def adapter_of(cfg: Any) -> ModuleType:
     """The adapter module of a benchmark config."""
     return adapter(cfg.adapter)
+
+
+def registered() -> list[tuple[str, str, str]]:
+    """Every benchmark of the config search path: (name, title, adapter module) of each ``benchmark/<name>.yaml``."""
+    out = []
+    for name in group_options("benchmark"):
+        raw = OmegaConf.load(find_conf(f"benchmark/{name}.yaml"))
+        out.append((name, str(raw.get("title", "")), str(raw.get("adapter", ""))))
+    return out
+
+
+def usable_adapters() -> list[tuple[str, ModuleType]]:
+    """(name, adapter module) of every :func:`registered` benchmark whose adapter imports and fits the protocol.
+
+    For what the CLI and the report take from all adapters at once (subcommands, paper columns): a broken one is
+    left out here and named with what is wrong when a config uses it (:func:`adapter`).
+    """
+    out = []
+    for name, _, ref in registered():
+        try:
+            out.append((name, adapter(ref)))
+        except ValueError:
+            continue
+    return out

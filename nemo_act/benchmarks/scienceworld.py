@@ -41,6 +41,9 @@ SPLITS = ("train", "dev", "test")
 # Bump when replay or alias logic changes what an experts file holds: finished files made by an
 # older adapter are then not reused (the number is part of the experts manifest's parameters).
 ADAPTER_VERSION = 4
+PAPER_COLUMNS = (  # the paper's column: the test split's mean score
+    {"key": "scienceworld", "label": "ScienceWorld score", "split": "test", "metric": "score", "order": 3},
+)
 
 
 class ScienceWorldConfig(BenchmarkConfigBase):

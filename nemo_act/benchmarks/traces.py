@@ -557,7 +557,7 @@ def read_experts(cfg: TracesConfig, split: str) -> tuple[list[Trajectory], dict[
     counts["traces_in_file"] = len(trajs)
     if counts["traces_without_group"] == len(trajs):  # no group anywhere: do the ids say which traces are one task?
         counts |= _trials_across_splits(trajs)
-    source: dict[str, Any] = {"traces": str(path), "sha256": digest, "counts": counts}
+    source: dict[str, Any] = {"traces": str(path), "sha256": digest, "counts": counts, "shown_as": str(path)}
     if skipped:
         source["skipped"] = skipped
     return kept, source

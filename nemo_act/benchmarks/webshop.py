@@ -47,7 +47,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from nemo_act.benchmarks import webshop_setup
 from nemo_act.benchmarks.base import Observation
+from nemo_act.benchmarks.webshop_setup import FULL_FILES
 from nemo_act.config.schema import BenchmarkConfigBase
 from nemo_act.data.io import RecordError, iter_json
 from nemo_act.data.records import Step, Trajectory
@@ -60,6 +62,10 @@ _PAGES = ("index", "search_results", "item_page", "item_sub_page", "done")
 _SUB_PAGES = ("Description", "Features", "Reviews", "Attributes")
 
 ADAPTER_VERSION = 1  # webshop: bump when what its experts record changes
+PAPER_COLUMNS = (  # the paper's number is the full protocol's (500 human goals), not the small one's
+    {"key": "webshop", "label": "WebShop success %", "split": "test", "metric": "completion", "order": 2,
+     "protocol": {"protocol": "full"}},
+)  # fmt: skip
 
 
 class WebShopConfig(BenchmarkConfigBase):
@@ -384,9 +390,6 @@ def webshop_root(cfg: WebShopConfig) -> Path | None:
 
 
 GOAL_SEED = 233  # WebShop's own goal-shuffle seed, also taken for the price caps it draws before
-FULL_FILES = ("items_shuffle.json", "items_ins_v2.json")  # the full catalog's products and attributes
-SMALL_FILES = ("items_shuffle_1000.json", "items_ins_v2_1000.json")  # WebShop's utils.py defaults
-HUMAN_FILE = "items_human_ins.json"  # the human instructions (utils.HUMAN_ATTR_PATH), either protocol
 
 
 def _text_env_class(cfg: WebShopConfig) -> type:
@@ -556,6 +559,11 @@ def play_gold(env: EpisodeEnv, task: str, variation: int, split: str, max_steps:
 # ---- the benchmark protocol (nemo_act/benchmarks/base.py) ------------------------------------------------------
 CONFIG = WebShopConfig
 LIVE_EXPERT_ACTION = False
+
+
+def add_commands(sub: Any) -> None:
+    """The subcommand WebShop's data needs: ``nemo-act webshop-setup`` (:mod:`.webshop_setup`)."""
+    webshop_setup.add_command(sub)
 
 
 def episodes(

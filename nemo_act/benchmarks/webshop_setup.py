@@ -18,6 +18,7 @@ docs/benchmarks.md 'WebShop'); WebShop's scripts run as child processes in the c
 
 from __future__ import annotations
 
+import argparse
 import filecmp
 import json
 import os
@@ -29,8 +30,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from nemo_act.benchmarks.webshop import FULL_FILES, HUMAN_FILE, SMALL_FILES
-
+FULL_FILES = ("items_shuffle.json", "items_ins_v2.json")  # the full catalog's products and attributes
+SMALL_FILES = ("items_shuffle_1000.json", "items_ins_v2_1000.json")  # WebShop's utils.py defaults
+HUMAN_FILE = "items_human_ins.json"  # the human instructions (utils.HUMAN_ATTR_PATH), either protocol
 # protocol -> the files under the names WebShop reads (the same in --data and in the checkout's data/), products first
 PROTOCOL_FILES = {"small": (*SMALL_FILES, HUMAN_FILE), "full": (*FULL_FILES, HUMAN_FILE)}
 INDEX = {"small": ("resources_1k", "indexes_1k"), "full": ("resources", "indexes")}
@@ -117,3 +119,26 @@ def _count(index: Path) -> int:
     if done.returncode != 0:
         raise SetupError(f"{index}: pyserini cannot open the index: {done.stderr.strip().splitlines()[-1:]}")
     return int(done.stdout.strip().splitlines()[-1])
+
+
+def add_command(sub: argparse._SubParsersAction) -> None:
+    """Add ``nemo-act webshop-setup`` to the CLI's subcommands (the WebShop adapter offers it: ``add_commands``)."""
+    p = sub.add_parser("webshop-setup", help="prepare a WebShop checkout: product files, search index (checked)")
+    p.add_argument("--webshop-dir", required=True, help="your WebShop checkout (princeton-nlp/WebShop)")
+    p.add_argument("--data", required=True, help="folder with the protocol's product files")
+    p.add_argument("--protocol", choices=["small", "full"], default="small", help="small: 1,000 products")
+    p.set_defaults(func=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``nemo-act webshop-setup``: prepare the checkout and say what was indexed.
+
+    Raises:
+        ValueError: A file or folder the preparation needs is missing or wrong (the CLI prints it, exit 2).
+    """
+    try:
+        done = prepare(args.webshop_dir, args.data, args.protocol)
+    except SetupError as err:
+        raise ValueError(str(err)) from err
+    print(f"WebShop at {args.webshop_dir} ready for the {args.protocol} protocol: {done.indexed} products indexed")
+    return 0

@@ -179,9 +179,11 @@ class BenchmarkConfigBase(_Strict):
 
     name: str = Field(min_length=1, description="The benchmark's name (records and run folders carry it).")
     adapter: str = Field(description="Module implementing the benchmark protocol (nemo_act/benchmarks/base.py).")
-    title: str = Field(description="Name shown in tables and plots, e.g. 'ScienceWorld'.")
+    title: str = Field(description="Name shown in tables and plots.")
     max_steps: int = Field(gt=0, description="Evaluation episode cap (protocol: 50).")
-    admissible_reward: bool = Field(description="Use R_adm (off for WebShop).")
+    admissible_reward: bool = Field(
+        description="Use R_adm (off where the admissible set is open-ended, as the paper's web shop)."
+    )
     max_admissible_shown: int = Field(gt=1, description="Admissible actions listed in a prompt at most.")
     python_modules: list[str] = Field(
         description="Modules the live env needs (checked in the evaluation step's interpreter before it starts)."
@@ -271,7 +273,9 @@ class AgentRConfig(_Strict):
 class SandConfig(_Strict):
     """The SAND baseline's data (Xia et al. 2025; prompts ours): execution-grounded deliberation."""
 
-    candidates: int = Field(gt=0, description="Policy samples per expert state (paper: 5; 3 on WebShop).")
+    candidates: int = Field(
+        gt=0, description="Policy samples per expert state (paper: 5; 3 on its web-shopping benchmark)."
+    )
     iterations: int = Field(
         gt=0, description="Rounds of sample -> deliberate -> SFT; each re-samples with the newest checkpoint."
     )
@@ -470,9 +474,10 @@ class ExpertSource(_Strict):
     tasks: list[str] | None = Field(description="Task names (None = all).")
     max_variations: int | None = Field(description="Variations per task (None = all).")
     path: str | None = Field(
-        description="A trajectories file in our schema instead (e.g. another policy's rollouts, as the paper's "
-        "ALFWorld experts; experts with env episodes for the reflection baselines on WebShop): its successful "
-        "trajectories are taken, split/tasks/max_variations are then unused (None = collect from the benchmark)."
+        description="A trajectories file in our schema instead (e.g. another policy's rollouts, as some of the "
+        "paper's experts; experts with env episodes for the reflection baselines where human demonstrations have "
+        "none): its successful trajectories are taken, split/tasks/max_variations are then unused (None = collect "
+        "from the benchmark)."
     )
 
 

@@ -49,7 +49,7 @@ class Trajectory(_Record):
     """One successful expert episode."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
-    trajectory_id: str = Field(min_length=1, description="Unique within a file, e.g. 'scienceworld/boil/21'.")
+    trajectory_id: str = Field(min_length=1, description="Unique within a file, e.g. '<benchmark>/<task>/<variation>'.")
     benchmark: str = Field(min_length=1, description="The benchmark's name (its conf/benchmark/<name>.yaml).")
     task_id: str = Field(min_length=1)
     variation: int | None = None
@@ -60,13 +60,13 @@ class Trajectory(_Record):
         description="Standing instructions the agent had beside the task (a trace's system prompt); '' for none.",
     )
     origin: str | None = Field(
-        default=None, description="Where the record was read from, 'file:line' (traces), for messages."
+        default=None, description="Where the record was read from, 'file:line' (experts from a file), for messages."
     )
     steps: list[Step] = Field(min_length=1)
     _omit_when: ClassVar[dict[str, Any]] = {"context": "", "origin": None}
-    score: float = Field(description="Final env score (ScienceWorld 0-100; ALFWorld/WebShop 0-1 scaled to 100).")
+    score: float = Field(description="Final env score, 0-100 (a benchmark scoring 0-1 is scaled to 100).")
     success: bool
-    source: str = Field(description="Where the actions came from, e.g. 'scienceworld-gold'.")
+    source: str = Field(description="Where the actions came from, e.g. '<benchmark>-gold'.")
 
 
 class HistoryItem(_Record):

@@ -2,8 +2,9 @@
 
 Rows are methods, named by their pipeline (``il_rl`` -> "IL -> RL"), in the paper's order: prompting, IL,
 the reflection baselines, ACT, then the controls; a pipeline we do not know gets its own row under its name.
-Columns are ALFWorld in-distribution (``valid_seen``) and out-of-distribution (``valid_unseen``) success,
-WebShop success, ScienceWorld score, and MATH-500 / GPQA-Diamond accuracy, each mean +- std over seeds.
+Columns are what the benchmarks' adapters offer (``PAPER_COLUMNS``: the paper's ALFWorld in- and
+out-of-distribution success, WebShop success, ScienceWorld score) and MATH-500 / GPQA-Diamond accuracy, each
+mean +- std over seeds.
 A run folder fills the cells of its final checkpoint's env evaluation (``run.json``), of extra evaluations of
 it on other splits (``nemo-act eval --policy <run>/stages/<last> --split valid_unseen --out
 <run>/eval_valid_unseen``: any ``<run>/eval_*/summary.json``) and of ``<run>/reasoning/<set>/summary.json``
@@ -18,9 +19,12 @@ import csv
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+from nemo_act.benchmarks.base import usable_adapters
+from nemo_act.common.paths import conf_roots
 from nemo_act.data.io import RUN_REMEDY, read_json
 
 NOT_RUN = "not run"
@@ -65,14 +69,29 @@ class Column:
     protocol: tuple[tuple[str, str], ...] = ()  # benchmark config values an evaluation must have had (the paper's)
 
 
-COLUMNS = (
-    Column("alfworld_id", "ALFWorld ID success %", "env", "alfworld", "valid_seen", "completion"),
-    Column("alfworld_ood", "ALFWorld OOD success %", "env", "alfworld", "valid_unseen", "completion"),
-    Column("webshop", "WebShop success %", "env", "webshop", "test", "completion", (("protocol", "full"),)),
-    Column("scienceworld", "ScienceWorld score", "env", "scienceworld", "test", "score"),
+REASONING_COLUMNS = (
     Column("math500", "MATH-500 %", "reasoning", "math500"),
     Column("gpqa", "GPQA-Diamond %", "reasoning", "gpqa"),
 )
+
+
+def columns() -> tuple[Column, ...]:
+    """The table's columns: the registered benchmarks' ``PAPER_COLUMNS`` in their ``order``, then the reasoning sets."""
+    return _columns(tuple(conf_roots()))
+
+
+@cache
+def _columns(search_path: tuple[Path, ...]) -> tuple[Column, ...]:
+    """:func:`columns` for one config search path (``$NEMO_ACT_CONF`` may name other benchmarks)."""
+    env = []
+    for name, mod in usable_adapters():
+        for col in getattr(mod, "PAPER_COLUMNS", ()):
+            spec = dict(col)
+            order = spec.pop("order")
+            protocol = tuple(sorted(spec.pop("protocol", {}).items()))
+            env.append((order, Column(source="env", benchmark=name, protocol=protocol, **spec)))
+    return tuple(c for _, c in sorted(env, key=lambda x: x[0])) + REASONING_COLUMNS
+
 
 Cell = tuple[float, float]  # mean, std over seeds
 
@@ -97,7 +116,7 @@ def cells_of(run_dir: str | Path) -> tuple[str, dict[str, Cell]]:
     cells: dict[str, Cell] = {}
     extra = [json.loads(p.read_text()) for p in sorted(run_dir.glob("eval_*/summary.json"))]
     for ev in _final_eval(run) + extra:
-        for col in COLUMNS:
+        for col in columns():
             if (
                 col.source == "env"
                 and ev.get("benchmark") == col.benchmark
@@ -105,7 +124,7 @@ def cells_of(run_dir: str | Path) -> tuple[str, dict[str, Cell]]:
                 and all(ev.get("benchmark_config", {}).get(k, v) == v for k, v in col.protocol)
             ):  # an evaluation under another protocol (WebShop small) is not the paper's number
                 cells[col.key] = (ev[f"{col.metric}_mean"], ev[f"{col.metric}_std"])
-    for col in COLUMNS:
+    for col in columns():
         summary = run_dir / "reasoning" / col.benchmark / "summary.json"
         if col.source == "reasoning" and summary.exists():
             r = json.loads(summary.read_text())
@@ -136,7 +155,7 @@ def build(run_dirs: Sequence[str | Path]) -> tuple[list[str], dict[str, dict[str
 def best(rows: list[str], filled: dict[str, dict[str, Cell]]) -> dict[str, set[str]]:
     """Per column, the methods with the highest mean (ties all marked)."""
     out: dict[str, set[str]] = {}
-    for col in COLUMNS:
+    for col in columns():
         means = {m: filled[m][col.key][0] for m in rows if col.key in filled[m]}
         if means:
             top = max(means.values())
@@ -152,7 +171,7 @@ def write(run_dirs: Sequence[str | Path], out: str | Path) -> dict[str, Path]:
     """Write ``paper_table.md``, ``.csv``, ``.tex`` and ``paper_table.png`` into ``out``; return their paths."""
     rows, filled = build(run_dirs)
     marked = best(rows, filled)
-    cols = list(COLUMNS)  # the paper's columns, every one: a column nobody ran says "not run" in each row
+    cols = list(columns())  # the paper's columns, every one: a column nobody ran says "not run" in each row
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = {k: out / f"paper_table.{k}" for k in ("md", "csv", "tex", "png")}

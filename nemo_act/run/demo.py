@@ -28,7 +28,7 @@ from nemo_act.config.schema import ExperimentConfig
 
 NOT_SHOWN = """[yellow]What this demo does not show[/]
 - A 0.9M-parameter model trained for minutes is not a language model: it learns the action format and
-  shallow cues, and its ScienceWorld scores say nothing about ACT at scale. The paper's gains are for
+  shallow cues, and its {benchmark} scores say nothing about ACT at scale. The paper's gains are for
   Qwen3-8B / Olmo-3-7B trained for 3 epochs per stage (cluster engine).
 - The tiny model cannot reason, so the ACT stage here rewards its bare choice; the reasoning the paper
   studies needs a pretrained model (try model=qwen3_0.6b on one GPU).
@@ -148,5 +148,5 @@ def run_demo(out: Path, cfg: ExperimentConfig) -> int:
     console.print(f"tables as Markdown: {out / 'report' / 'summary.md'}")
     console.print(f"plots: {plot}; per-episode logs: {out}/<pipeline>/eval/; run logs: {out}/<pipeline>/run.json")
     (out / "timings.json").write_text(json.dumps(timings, indent=2))
-    console.print(NOT_SHOWN)
+    console.print(NOT_SHOWN.format(benchmark=cfg.benchmark.title))
     return 0

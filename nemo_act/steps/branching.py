@@ -48,9 +48,9 @@ def require_episodes(trajectories: Sequence[Trajectory], experts: str | Path, me
     if missing:
         raise ValueError(
             f"{experts}: {method} replays expert episodes in the env, but {len(missing)} of {len(trajectories)} "
-            f"trajectories name no episode to reset to (e.g. {missing[0]}; WebShop's human demonstrations name "
-            "none). Take experts from rollouts in the env: pipeline.experts.path=FILE (trajectories in our schema; "
-            "or nemo-act experts --from-rollouts FILE)"
+            f"trajectories name no episode to reset to (e.g. {missing[0]}; human demonstrations logged outside an "
+            "env name none). Take experts from rollouts in the env: pipeline.experts.path=FILE (trajectories in our "
+            "schema; or nemo-act experts --from-rollouts FILE)"
         )
 
 

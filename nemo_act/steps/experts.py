@@ -219,13 +219,14 @@ def _experts_from_files(cfg: BenchmarkConfigBase, split: str, out: Path) -> Summ
     trajs, source = adapter_of(cfg).read_experts(cfg, split)
     skipped: dict[str, list[int]] = source.pop("skipped", {})  # bad lines an adapter was told to skip
     extra: dict[str, Any] = source.pop("counts", {})  # what the adapter counts beside (e.g. traces' groups)
+    shown_as = source.pop("shown_as", "the data")  # how messages name the source (a file)
     params = {"benchmark": cfg.model_dump(), "split": split, **source}
     finished = reusable(out, "experts", params)
     if finished is not None:
         return Summary(counts=finished["counts"], out=out)
     for reason, lines in skipped.items():
         shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
-        print(f"skipped {len(lines)} line(s) of {source.get('traces', 'the data')}: {reason} (line {shown})",
+        print(f"skipped {len(lines)} line(s) of {shown_as}: {reason} (line {shown})",
               file=sys.stderr)  # fmt: skip
     write_jsonl(out, trajs)
     counts = {

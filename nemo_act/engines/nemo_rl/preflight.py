@@ -29,7 +29,7 @@ from nemo_act.generation.simple import NOT_MODELS
 from nemo_act.stage_kinds import needs_pairs
 
 AARCH64_HINT = (
-    " On aarch64 (GH200) some simulators have no wheels (ALFWorld's textworld, fast-downward-textworld): "
+    " On aarch64 (GH200) some simulators have no wheels (slurm/README.md lists them): "
     "run the env-bound steps on x86 nodes with slurm/env_steps.sub (experts before this job; evaluation "
     "after it, with NEMO_ACT_OVERRIDES=pipeline.eval.stages=none here), see slurm/README.md."
 )
