@@ -319,6 +319,62 @@ def group_of(record: dict[str, Any], where: _Line, split_by: str | None) -> str 
     return str(value)
 
 
+_TOOL_ROLES = ("tool", "function")
+
+
+def _role(msg: Any, where: _Line, field: str) -> str:
+    """A message's role, one the reader knows (else an error naming the message)."""
+    if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
+        raise where.error(f"{field}.role", "every message needs a role")
+    role = msg["role"]
+    if role not in (*_SYSTEM_ROLES, "user", *_TOOL_ROLES, "assistant"):
+        raise where.error(f"{field}.role", f"unknown role '{role}' (system, developer, user, assistant, tool)")
+    return role
+
+
+def _assistant_turn(
+    msg: dict[str, Any], where: _Line, field: str, call_names: dict[str, str], called: list[str]
+) -> tuple[str, list[tuple[str, str, str]], bool]:
+    """An assistant turn: (its action, its calls, whether it is a refusal); the calls noted for the tool turns.
+
+    The action is the turn's tool calls joined by :data:`CALL_SEPARATOR`, else its text, else its ``refusal``
+    (OpenAI's refusal turn, content null: the agent declined, in text).
+    """
+    calls = _calls(msg, where, field)
+    call_names.update({cid: name for cid, name, _ in calls if cid})
+    called.extend(name for _, name, _ in calls)
+    action = CALL_SEPARATOR.join(c for _, _, c in calls) or _text(msg.get("content"), where, f"{field}.content")
+    refused = False
+    if not action and isinstance(msg.get("refusal"), str) and msg["refusal"].strip():
+        action, refused = msg["refusal"].strip(), True
+    if not action:
+        raise where.error(f"{field}.content", "an assistant turn with neither text nor tool calls")
+    return action, calls, refused
+
+
+def _step(pending: list[str], action: str, calls: list[tuple[str, str, str]], templates: list[str]) -> Step:
+    """The expert step an assistant turn makes: what came since the last one, its action, whether admissible."""
+    return Step(
+        observation="\n".join(pending) or "(no new observation)",
+        action=action,
+        admissible_actions=templates,
+        action_admissible=all(in_actions(c, templates) for c in ([c for _, _, c in calls] or [action])),
+    )
+
+
+def _split_of(
+    record: dict[str, Any], trace_id: str | int, group: str | None, heldout_share: float, where: _Line
+) -> str:
+    """A trace's split: its ``split``, else ``dev`` for ``heldout_share`` of ids (of groups) by a hash, else train."""
+    split = record.get("split")
+    if split is None:
+        key = trace_id if group is None else f"group:{group}"
+        return "dev" if key_int("traces-split", key) / 2**64 < heldout_share else "train"
+    if not isinstance(split, str) or not split:
+        raise where.error("split", "expected a non-empty string")
+    return split
+
+
 def read_trace(
     record: Any,
     where: _Line,
@@ -359,54 +415,30 @@ def read_trace(
     steps: list[Step] = []
     for i, msg in enumerate(messages):
         field = f"messages[{i}]"
-        if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
-            raise where.error(f"{field}.role", "every message needs a role")
-        role = msg["role"]
+        role = _role(msg, where, field)
         if role in _SYSTEM_ROLES:
             if system_prompt == "keep" and (text := _text(msg.get("content"), where, f"{field}.content")):
                 context.append(text)
-            continue
-        if role == "user":
+        elif role == "user":
             text = _text(msg.get("content"), where, f"{field}.content")
             task = text if task is None else task
             pending.append(f"User: {text}")
-        elif role in ("tool", "function"):
+        elif role in _TOOL_ROLES:
             pending.append(f"Tool {_answered_call(msg, call_names, called, where, field)}: "
                            f"{_tool_text(msg.get('content'), where, f'{field}.content')}")  # fmt: skip
-        elif role == "assistant":
-            calls = _calls(msg, where, field)
-            call_names.update({cid: name for cid, name, _ in calls if cid})
-            called.extend(name for _, name, _ in calls)
-            action = CALL_SEPARATOR.join(c for _, _, c in calls) or _text(msg.get("content"), where, f"{field}.content")
-            if not action and isinstance(msg.get("refusal"), str) and msg["refusal"].strip():
-                action = msg["refusal"].strip()  # OpenAI's refusal turn (content null): the agent declined, in text
-                refusals += 1
-            if not action:
-                raise where.error(f"{field}.content", "an assistant turn with neither text nor tool calls")
+        else:
+            action, calls, refused = _assistant_turn(msg, where, field, call_names, called)
+            refusals += refused
             if task is None:  # a greeting before the user's first message: history, not a step (there is no task)
                 pending.append(f"Assistant: {action}")
                 continue
-            steps.append(
-                Step(
-                    observation="\n".join(pending) or "(no new observation)",
-                    action=action,
-                    admissible_actions=templates,
-                    action_admissible=all(in_actions(c, templates) for c in ([c for _, _, c in calls] or [action])),
-                )
-            )
+            steps.append(_step(pending, action, calls, templates))
             pending = []
-        else:
-            raise where.error(f"{field}.role", f"unknown role '{role}' (system, developer, user, assistant, tool)")
     if not steps:
         raise where.error("messages", "no assistant turn after a user message: a trace needs one expert step")
     if counts is not None and refusals:
         counts["refusal_turns"] = counts.get("refusal_turns", 0) + refusals
-    split = record.get("split")
-    if split is None:
-        key = trace_id if group is None else f"group:{group}"
-        split = "dev" if key_int("traces-split", key) / 2**64 < heldout_share else "train"
-    elif not isinstance(split, str) or not split:
-        raise where.error("split", "expected a non-empty string")
+    split = _split_of(record, trace_id, group, heldout_share, where)
     return Trajectory(
         trajectory_id=f"traces/{trace_id}",
         benchmark="traces",
