@@ -233,3 +233,24 @@ def test_the_gpu_and_cluster_lines_of_the_docs_compose():
         assert cfg.train.act.max_completion_length == 512 and cfg.train.act.max_steps == -1
         assert cfg.model.tiny is None and cfg.bench.arms == ["il", "act_il", "il_il"]
     assert load_config(commands[1][2], [a for a in commands[1][3:] if "=" in a]).engine.name == "nemo_rl"
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+README_ARMS = {"il": "IL", "act_il": "ACT -> IL", "il_il": "IL -> IL (ACT's optimizer steps)"}
+
+
+@pytest.mark.parametrize("split", ["dev", "test"])
+def test_the_bench_tables_in_the_docs_are_the_committed_reports(split):
+    """README.md and docs/bench.md quote the TextWorld-Express bench: their rows are what ``nemo-act bench`` renders
+    from the report it wrote (``report/<split>/bench.json``, committed under docs/results/), so a figure typed by
+    hand or left from an older run fails here."""
+    result = json.loads((RESULTS / f"bench_textworld_express_{split}.json").read_text())
+    assert result["split"] == split and len(result["seeds"]) >= 5 and result["episodes"] >= 200
+    doc = (RESULTS.parent / "bench.md").read_text().splitlines()
+    rows = bench.table_rows(result)
+    for row in rows:
+        assert "| " + " | ".join(row) + " |" in doc, row
+    if split == "test":
+        readme = (RESULTS.parents[1] / "README.md").read_text().splitlines()
+        for arm, row in zip(result["arms"], rows, strict=True):
+            assert f"| {README_ARMS[arm]} | {row[1]} | {row[3]} | {row[5]} |" in readme, arm
