@@ -32,7 +32,6 @@ from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import read_all, read_jsonl, write_jsonl
 from nemo_act.data.manifest import Summary, file_sha256, write_manifest
 from nemo_act.data.records import Trajectory, _Record
-from nemo_act.evaluation.rollout import EpisodeRecord, episode_id, run_episodes
 from nemo_act.prompts.render import template
 from nemo_act.prompts.state import expert_action
 from nemo_act.reflection import build
@@ -157,6 +156,8 @@ def build_agent_r(
     Returns:
         Counts (episodes, kept, why not) and the audit file; a finished build with the same parameters is reused.
     """
+    from nemo_act.evaluation.rollout import episode_id, run_episodes
+
     experts, folder = Path(experts), Path(folder)
     out = folder / "revisions.jsonl"
     params = _params(cfg, generator.name, experts)
@@ -192,6 +193,7 @@ def build_agent_r(
 
 
 def _episode_record() -> type:
+    from nemo_act.evaluation.rollout import EpisodeRecord
 
     return EpisodeRecord
 

@@ -38,29 +38,19 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
-from nemo_act import stage_data
 from nemo_act.benchmarks.base import adapter_of
 from nemo_act.common.plugins import load
 from nemo_act.common.quiet import quiet_libraries
-from nemo_act.config.load import load_config, to_yaml
+from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import append_json_line, read_all, read_json, read_jsonl, write_text_atomic
-from nemo_act.data.manifest import file_sha256, read_manifest
+from nemo_act.data.manifest import file_sha256
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.engines import engine_for
-from nemo_act.evaluation.rollout import evaluate_policy, summary_line
-from nemo_act.evaluation.selection import forced_choice, free_selection
-from nemo_act.generation import held, make_pairs_generator, open_generators
-from nemo_act.generation.ray_pool import close_pools
-from nemo_act.generation.vllm import job_batch_invariant_warning
 from nemo_act.inputs import run_inputs
 from nemo_act.stage_data import expand, stage_config, stage_experiment
 from nemo_act.stage_kinds import DATA_KINDS, built_data, data_steps, needs_pairs, stage_kind
-from nemo_act.steps.branching import require_episodes
-from nemo_act.steps.experts import collect_experts, data_warnings, import_rollouts
-from nemo_act.steps.pairs import collect_pairs
 
 
 def _hash(obj: Any) -> str:
@@ -268,6 +258,8 @@ class PipelineRunner:
         With the source's ``path`` the successful trajectories of that file are taken instead (validated;
         :func:`~nemo_act.steps.experts.import_rollouts`).
         """
+        from nemo_act.steps.experts import collect_experts, data_warnings, import_rollouts
+
         src = getattr(self.cfg.pipeline, which)
         out = self.data_dir / ("experts.jsonl" if which == "experts" else "heldout_experts.jsonl")
         if src.path is not None:
@@ -289,6 +281,9 @@ class PipelineRunner:
 
     def pairs(self, experts: Path, name: str) -> Path:
         """Sample (or reuse) ACT pairs for ``experts`` from the initial policy."""
+        from nemo_act.generation import held, make_pairs_generator
+        from nemo_act.steps.pairs import collect_pairs
+
         policy = self.cfg.pipeline.pairs_policy or self.init
         out = self.data_dir / name
         if self.isolate:
@@ -303,6 +298,10 @@ class PipelineRunner:
 
         States, pairs, samples dropped by reason, alternatives admissible: what a user checks before training.
         """
+        from rich.table import Table
+
+        from nemo_act.data.manifest import read_manifest
+
         table = Table(
             title="ACT pairs",
             title_justify="left",
@@ -348,6 +347,8 @@ class PipelineRunner:
                 method asks of the frozen initial policy always come from ``pipeline.init``.
             stage: The consuming stage's folder name, for a kind built per stage.
         """
+        from nemo_act.generation import open_generators
+
         spec = DATA_KINDS[kind]
         policy = policy or self.init
         folder = self.baseline_folder(kind, stage)
@@ -388,6 +389,8 @@ class PipelineRunner:
                 the file they were made from, for the fingerprint.
             data: See ``rows``.
         """
+        from nemo_act import stage_data
+
         out = self.dir / "stages" / f"{index:02d}_{kind}"
         data = data or inputs.get(stage_kind(kind).data)
         if data is None:
@@ -425,6 +428,8 @@ class PipelineRunner:
                 f"stage {out.name}: {data} gives no training rows (a baseline whose every example was dropped: "
                 "its manifest counts say why)"
             )
+        from nemo_act.generation.ray_pool import close_pools
+        from nemo_act.generation.vllm import job_batch_invariant_warning
 
         # every data step closes its pools; one left open (an error path, a caller's own) must not hold the GPUs
         if closed := close_pools():
@@ -494,6 +499,9 @@ class PipelineRunner:
     # ---- evaluation -------------------------------------------------------------------------------
     def selection(self, name: str, checkpoint: str, heldout_pairs: Path) -> dict[str, Any]:
         """Held-out selection accuracy (free generation and forced choice) of a checkpoint."""
+        from nemo_act.evaluation.selection import forced_choice, free_selection
+        from nemo_act.generation import open_generators
+
         out = self.dir / "selection" / f"{name}.json"
         fp, weights = selection_fingerprint(checkpoint, heldout_pairs, self.cfg), weights_digest(checkpoint)
         if out.exists():
@@ -524,6 +532,9 @@ class PipelineRunner:
 
     def evaluate(self, name: str, checkpoint: str) -> dict[str, Any]:
         """Env evaluation of a checkpoint (``pipeline.eval``)."""
+        from nemo_act.evaluation.rollout import evaluate_policy, summary_line
+        from nemo_act.generation import open_generators
+
         ev = self.cfg.pipeline.eval
         out = self.dir / "eval" / name
         fp, weights = eval_fingerprint(checkpoint, self.cfg), weights_digest(checkpoint)
@@ -610,6 +621,7 @@ class PipelineRunner:
         experts = self.experts("experts")
         if any((spec := built_data(k)) is not None and spec.env for k in data_steps(stages)):
             # a reflection baseline branches in the env: fail before any pair is sampled, not after
+            from nemo_act.steps.branching import require_episodes
 
             require_episodes(read_all(experts, Trajectory, "expert trajectories"), experts, self.cfg.pipeline.name)
         inputs: dict[str, Path | None] = {"experts": experts}
@@ -673,6 +685,8 @@ def main(argv: list[str] | None = None) -> int:
 
     The runner's cluster-engine mode calls this; the config is the run's ``config.yaml``.
     """
+    from nemo_act.config.load import load_config
+
     p = argparse.ArgumentParser(prog="python -m nemo_act.run.pipeline")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--data-dir", required=True)

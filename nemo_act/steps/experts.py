@@ -24,8 +24,8 @@ from tqdm import tqdm
 
 from nemo_act.benchmarks.base import adapter_of, check_env
 from nemo_act.config.schema import BenchmarkConfigBase, ExperimentConfig
-from nemo_act.data.io import ResumableJsonl, read_jsonl, write_jsonl, write_text_atomic
-from nemo_act.data.manifest import Summary, file_sha256, read_manifest, reusable, write_manifest
+from nemo_act.data.io import ResumableJsonl, write_jsonl, write_text_atomic
+from nemo_act.data.manifest import Summary, reusable, write_manifest
 from nemo_act.data.records import Trajectory
 from nemo_act.evaluation.env_pools import make_env_pool
 from nemo_act.evaluation.env_worker import with_deadline
@@ -83,6 +83,8 @@ def data_warnings(cfg: ExperimentConfig, experts: str | Path) -> list[str]:
     Returns:
         One line per warning (none for a file without a manifest).
     """
+    from nemo_act.data.manifest import read_manifest
+
     try:
         counts = read_manifest(experts).get("counts", {})
     except FileNotFoundError:
@@ -261,6 +263,9 @@ def import_rollouts(cfg: ExperimentConfig, rollouts: str | Path, out: str | Path
         RecordError: A line is not a valid trajectory.
         ValueError: A trajectory belongs to another benchmark.
     """
+    from nemo_act.data.io import read_jsonl
+    from nemo_act.data.manifest import file_sha256
+
     rollouts, out = Path(rollouts), Path(out)
     if not rollouts.is_file():
         raise FileNotFoundError(f"{rollouts}: no such trajectories file (experts from rollouts)")
