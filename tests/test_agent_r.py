@@ -13,6 +13,7 @@ from nemo_act.config.load import load_config
 from nemo_act.data.io import read_jsonl
 from nemo_act.data.manifest import read_manifest
 from nemo_act.data.records import Trajectory
+from nemo_act.data.resumable import ResumableStep
 from nemo_act.generation.simple import wrap_action
 from nemo_act.reflection.agent_r import build_agent_r, first_deviation, read_revisions, revise
 from nemo_act.run.plan import plan
@@ -140,16 +141,23 @@ def test_agent_r_rl_pipeline_runs_end_to_end_on_the_local_engine(tiny_model_dir,
 def test_a_new_build_clears_the_last_one_and_an_unfinished_one_keeps_its_parameters(tmp_path):
     """A build folder never mixes two builds: a new one removes the old rollouts and files, and resuming with
     other parameters is refused."""
-    from nemo_act.reflection import build
 
     folder, out = tmp_path / "ar", tmp_path / "ar" / "revisions.jsonl"
+
+    def step(policy: str, leftovers: tuple[str, ...] = ("rollouts",)) -> ResumableStep:
+        return ResumableStep.in_folder(folder, out, "agent_r", {"policy": policy}, leftovers)
+
     (folder / "rollouts").mkdir(parents=True)
     (folder / "rollouts" / "episodes.jsonl").write_text("{}\n")  # another policy's, from a finished build
     out.write_text("{}\n")
-    assert build.begin(folder, out, "agent_r", {"policy": "a"}, ("rollouts", "revisions.jsonl")) is None
+    step("a", ("rollouts", "revisions.jsonl")).begin()
     assert not (folder / "rollouts").exists() and not out.exists()
-    assert build.begin(folder, out, "agent_r", {"policy": "a"}, ("rollouts",)) is None  # resumes
-    with pytest.raises(ValueError, match=r"unfinished build with other parameters \(policy\)"):
-        build.begin(folder, out, "agent_r", {"policy": "b"}, ("rollouts",))
-    build.end(folder)
-    assert build.begin(folder, out, "agent_r", {"policy": "b"}, ("rollouts",)) is None
+    (folder / "rollouts").mkdir()
+    step("a").begin()  # resumes: what the unfinished build made stays
+    assert (folder / "rollouts").exists()
+    with pytest.raises(ValueError, match=r"unfinished run with other parameters \(policy\)"):
+        step("b").begin()
+    out.write_text("{}\n")
+    step("a").finish({"kept": 1})
+    assert step("a").reused().counts == {"kept": 1} and step("b").reused() is None
+    step("b").begin()  # the last build finished: a new one starts

@@ -177,7 +177,7 @@ def test_tiny_model_pairs_are_sampled_through_generate(sw_experts, tiny_model_di
 def test_changed_parameters_do_not_mix_into_an_unfinished_run(sw_experts, cfg, tmp_path):
     out = tmp_path / "pairs.jsonl"
     out.with_name(out.name + ".params.json.partial").write_text(json.dumps({"policy": "other"}))
-    with pytest.raises(ValueError, match="unfinished collection with other parameters"):
+    with pytest.raises(ValueError, match="unfinished run with other parameters"):
         collect_pairs(sw_experts, RandomGenerator(), cfg, out, progress=False)
 
 

@@ -30,11 +30,11 @@ from pydantic import Field
 
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import read_all, read_jsonl, write_jsonl
-from nemo_act.data.manifest import Summary, file_sha256, write_manifest
+from nemo_act.data.manifest import Summary, file_sha256
 from nemo_act.data.records import Trajectory, _Record
+from nemo_act.data.resumable import ResumableStep
 from nemo_act.prompts.render import template
 from nemo_act.prompts.state import expert_action
-from nemo_act.reflection import build
 from nemo_act.rewards import same_action
 from nemo_act.steps.branching import require_episodes
 
@@ -161,9 +161,11 @@ def build_agent_r(
     experts, folder = Path(experts), Path(folder)
     out = folder / "revisions.jsonl"
     params = _params(cfg, generator.name, experts)
-    reused = build.begin(folder, out, "agent_r", params, ("rollouts", "revisions.jsonl"))
+    step = ResumableStep.in_folder(folder, out, "agent_r", params, ("rollouts", "revisions.jsonl"))
+    reused = step.reused()
     if reused is not None:
         return reused
+    step.begin()
     trajectories = read_all(experts, Trajectory, "expert trajectories")
     require_episodes(trajectories, experts, "Agent-R")
     episodes = [(t.task_id, int(t.variation or 0)) for t in trajectories]
@@ -186,10 +188,7 @@ def build_agent_r(
         else:
             records.append(revise(t, r.steps, ar.error_steps, cfg.prompt.max_observation_chars))
     write_jsonl(out, records)
-    counts = summarize(records)
-    write_manifest(out, "agent_r", params=params, counts=counts, inputs={"experts": experts})
-    build.end(folder)
-    return Summary(counts=counts, out=out)
+    return step.finish(summarize(records), inputs={"experts": experts})
 
 
 def _episode_record() -> type:

@@ -35,8 +35,9 @@ from pydantic import Field
 from nemo_act.common.seeding import key_rng
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, read_all, read_jsonl, write_jsonl
-from nemo_act.data.manifest import Summary, file_sha256, write_manifest
+from nemo_act.data.manifest import Summary, file_sha256
 from nemo_act.data.records import Trajectory, _Record
+from nemo_act.data.resumable import ResumableStep
 from nemo_act.generation.base import GenerationRequest
 from nemo_act.prompts.render import as_messages, reflection_prompt
 from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
@@ -225,9 +226,11 @@ def build_early_experience(
     """
     experts, folder = Path(experts), Path(folder)
     out = folder / "reflections.jsonl"
-    reused = build.begin(folder, out, "early_experience", _params(cfg, generator.name, experts), BUILD_FILES)
+    step = ResumableStep.in_folder(folder, out, "early_experience", _params(cfg, generator.name, experts), BUILD_FILES)
+    reused = step.reused()
     if reused is not None:
         return reused
+    step.begin()
     trajectories = read_all(experts, Trajectory, "expert trajectories")
     require_episodes(trajectories, experts, "Early Experience")
     states = list(iter_states(trajectories))
@@ -247,11 +250,7 @@ def build_early_experience(
     )  # fmt: skip
     write_jsonl(out, records)  # state order, whatever the resume history
     ResumableJsonl(folder / "alternatives.jsonl", AlternativesRecord, key="state_id").finish()
-    counts = summarize(records)
-    params = _params(cfg, generator.name, experts)
-    write_manifest(out, "early_experience", params=params, counts=counts, inputs={"experts": experts})
-    build.end(folder)
-    return Summary(counts=counts, out=out)
+    return step.finish(summarize(records), inputs={"experts": experts})
 
 
 def _reflect(

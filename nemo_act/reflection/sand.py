@@ -38,8 +38,9 @@ from pydantic import Field
 from nemo_act.common.seeding import key_rng
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import ResumableJsonl, read_all, read_jsonl, write_jsonl
-from nemo_act.data.manifest import Summary, file_sha256, write_manifest
+from nemo_act.data.manifest import Summary, file_sha256
 from nemo_act.data.records import Trajectory, _Record
+from nemo_act.data.resumable import ResumableStep
 from nemo_act.evaluation.rollout import EpisodeRecord, play_starts
 from nemo_act.generation.base import GenerationRequest
 from nemo_act.prompts.render import as_messages, critique_prompt, deliberation_prompt
@@ -279,9 +280,11 @@ def build_sand(
     critic = critic or generator
     out = folder / "deliberations.jsonl"
     params = _params(cfg, generator.name, critic.name, experts)
-    reused = build.begin(folder, out, "sand", params, BUILD_FILES)
+    step = ResumableStep.in_folder(folder, out, "sand", params, BUILD_FILES)
+    reused = step.reused()
     if reused is not None:
         return reused
+    step.begin()
     trajectories = read_all(experts, Trajectory, "expert trajectories")
     require_episodes(trajectories, experts, "SAND")
     states = list(iter_states(trajectories))
@@ -294,9 +297,7 @@ def build_sand(
     write_jsonl(out, records)
     ResumableJsonl(folder / "candidates.jsonl", SampledRecord, key="state_id").finish()
     counts = summarize(records) | {"rollout_env_steps": sum(len(r.steps) for r in rolled.values())}
-    write_manifest(out, "sand", params=params, counts=counts, inputs={"experts": experts})
-    build.end(folder)
-    return Summary(counts=counts, out=out)
+    return step.finish(counts, inputs={"experts": experts})
 
 
 def summarize(records: Sequence[DeliberationRecord]) -> dict[str, Any]:

@@ -13,7 +13,6 @@ how gold actions matched the valid list, and the partial log is removed.
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,9 +23,10 @@ from tqdm import tqdm
 
 from nemo_act.benchmarks.base import adapter_of, check_env
 from nemo_act.config.schema import BenchmarkConfigBase, ExperimentConfig
-from nemo_act.data.io import ResumableJsonl, write_jsonl, write_text_atomic
-from nemo_act.data.manifest import Summary, reusable, write_manifest
+from nemo_act.data.io import ResumableJsonl, write_jsonl
+from nemo_act.data.manifest import Summary
 from nemo_act.data.records import Trajectory
+from nemo_act.data.resumable import ResumableStep
 from nemo_act.evaluation.env_pools import make_env_pool
 from nemo_act.evaluation.env_worker import with_deadline
 from nemo_act.evaluation.rollout import list_episodes
@@ -135,15 +135,13 @@ def collect_experts(
         "max_variations": max_variations,
         **({"max_tasks": cfg.max_tasks} if cfg.max_tasks is not None else {}),  # absent: files made without it match
     }
-    finished = reusable(out, "experts", params)
+    step = ResumableStep.beside(out, "experts", params)
+    finished = step.reused()
     if finished is not None:
-        return Summary(counts=finished["counts"], out=out)
+        return finished
     # the same episode list evaluation plays; fails on bad input before anything is written
     episodes = list_episodes(cfg, split, tasks, max_variations)
-    params_file = out.with_name(out.name + ".params.json.partial")
-    if params_file.exists() and json.loads(params_file.read_text()) != params:
-        raise ValueError(f"{params_file}: an unfinished collection with other parameters exists for {out}")
-    write_text_atomic(params_file, json.dumps(params, indent=2, sort_keys=True) + "\n")
+    step.begin()
     episodes_file = out.with_name(out.name + ".episodes.jsonl")
     ids = [f"{bench.name}/{t}/{v}" for t, v in episodes]
     with ResumableJsonl(episodes_file, EpisodeOutcome, key="trajectory_id") as log:
@@ -169,11 +167,9 @@ def collect_experts(
     outcomes = log.ordered(ids)
     won = [o.trajectory for o in outcomes if o.trajectory is not None and o.trajectory.success]
     write_jsonl(out, won)
-    counts = _counts(outcomes, won)
-    write_manifest(out, "experts", params=params, counts=counts)
+    summary = step.finish(_counts(outcomes, won))
     log.discard()  # every episode is now in `out` or counted in the manifest
-    params_file.unlink(missing_ok=True)
-    return Summary(counts=counts, out=out)
+    return summary
 
 
 def merge_counts(stats: Sequence[dict[str, Any]], examples: int = 20) -> dict[str, Any]:
@@ -220,10 +216,10 @@ def _experts_from_files(cfg: BenchmarkConfigBase, split: str, out: Path) -> Summ
     skipped: dict[str, list[int]] = source.pop("skipped", {})  # bad lines an adapter was told to skip
     extra: dict[str, Any] = source.pop("counts", {})  # what the adapter counts beside (e.g. traces' groups)
     shown_as = source.pop("shown_as", "the data")  # how messages name the source (a file)
-    params = {"benchmark": cfg.model_dump(), "split": split, **source}
-    finished = reusable(out, "experts", params)
+    step = ResumableStep.beside(out, "experts", {"benchmark": cfg.model_dump(), "split": split, **source})
+    finished = step.reused()
     if finished is not None:
-        return Summary(counts=finished["counts"], out=out)
+        return finished
     for reason, lines in skipped.items():
         shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
         print(f"skipped {len(lines)} line(s) of {shown_as}: {reason} (line {shown})",
@@ -239,8 +235,7 @@ def _experts_from_files(cfg: BenchmarkConfigBase, split: str, out: Path) -> Summ
         **({"skipped": {reason: len(lines) for reason, lines in skipped.items()}} if skipped else {}),
         **extra,
     }
-    write_manifest(out, "experts", params=params, counts=counts)
-    return Summary(counts=counts, out=out)
+    return step.finish(counts)
 
 
 def import_rollouts(cfg: ExperimentConfig, rollouts: str | Path, out: str | Path) -> Summary:
@@ -270,9 +265,10 @@ def import_rollouts(cfg: ExperimentConfig, rollouts: str | Path, out: str | Path
     if not rollouts.is_file():
         raise FileNotFoundError(f"{rollouts}: no such trajectories file (experts from rollouts)")
     params = {"from_rollouts": str(rollouts), "benchmark": cfg.benchmark.name, "sha256": file_sha256(rollouts)}
-    finished = reusable(out, "experts", params)
+    step = ResumableStep.beside(out, "experts", params)
+    finished = step.reused()
     if finished is not None:
-        return Summary(counts=finished["counts"], out=out)
+        return finished
     trajs = list(read_jsonl(rollouts, Trajectory))
     other = sorted({t.benchmark for t in trajs} - {cfg.benchmark.name})
     if other:
@@ -287,11 +283,4 @@ def import_rollouts(cfg: ExperimentConfig, rollouts: str | Path, out: str | Path
         "steps_admissible": sum(s.action_admissible for t in kept for s in t.steps),
         "sources": sorted({t.source for t in kept}),
     }
-    write_manifest(
-        out,
-        "experts",
-        params=params,
-        counts=counts,
-        inputs={"rollouts": rollouts},
-    )
-    return Summary(counts=counts, out=out)
+    return step.finish(counts, inputs={"rollouts": rollouts})

@@ -14,7 +14,6 @@ are written atomically with a manifest at the end.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,9 +24,10 @@ from tqdm import tqdm
 
 from nemo_act.common.seeding import key_rng
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.data.io import ResumableJsonl, read_all, write_jsonl, write_text_atomic
-from nemo_act.data.manifest import Summary, file_sha256, reusable, write_manifest
+from nemo_act.data.io import ResumableJsonl, read_all, write_jsonl
+from nemo_act.data.manifest import Summary, file_sha256
 from nemo_act.data.records import Pair, Trajectory
+from nemo_act.data.resumable import ResumableStep
 from nemo_act.generation.base import GenerationRequest, Generator, generate_batches
 from nemo_act.prompts.length import fit_state, long_action, origin_of, origins, report
 from nemo_act.prompts.render import as_messages, generation_prompt
@@ -212,19 +212,6 @@ def _params(cfg: ExperimentConfig, policy: str, experts: Path, k: int, seed: int
     }
 
 
-def _check_resume(params_file: Path, params: dict[str, Any]) -> None:
-    if params_file.exists():
-        old = json.loads(params_file.read_text())
-        if old != params:
-            diff = sorted(k for k in set(old) | set(params) if old.get(k) != params.get(k))
-            raise ValueError(
-                f"{params_file}: an unfinished collection with other parameters ({', '.join(diff)}) is "
-                "in progress for this output; re-run with the same parameters or delete its .partial files"
-            )
-    else:
-        write_text_atomic(params_file, json.dumps(params, indent=2, sort_keys=True) + "\n")
-
-
 def summarize(outcomes: Sequence[StateOutcome], k: int) -> dict[str, int]:
     """Counts over state outcomes (the manifest's ``counts``)."""
     pairs = [p for o in outcomes for p in o.pairs]
@@ -282,13 +269,12 @@ def collect_pairs(
     trajectories = read_all(experts, Trajectory, "expert trajectories")
     states = list(iter_states(trajectories))[: cfg.pairs.max_states]
     states_file = out.with_name(out.name + ".states.jsonl")
-    params = _params(cfg, generator.name, experts, k, seed)
-    finished = reusable(out, "pairs", params)
+    step = ResumableStep.beside(out, "pairs", _params(cfg, generator.name, experts, k, seed))
+    finished = step.reused()
     if finished is not None:
-        check_coverage(finished["counts"], cfg.pairs.min_state_share, out)
-        return Summary(counts=finished["counts"], out=out)
-    params_file = out.with_name(out.name + ".params.json.partial")
-    _check_resume(params_file, params)
+        check_coverage(finished.counts, cfg.pairs.min_state_share, out)
+        return finished
+    step.begin()
     with ResumableJsonl(states_file, StateOutcome, key="state_id") as log:
         # a state whose expert action is over the action budget is skipped before sampling, counted and named
         long = [(t, i) for t, i in states if long_action(t, i, cfg.prompt.max_candidate_chars)]
@@ -325,11 +311,9 @@ def collect_pairs(
     log.finish()
     write_jsonl(states_file, outcomes)
     write_jsonl(out, [p for o in outcomes for p in o.pairs])
-    counts = summarize(outcomes, k)
-    write_manifest(out, "pairs", params=params, counts=counts, inputs={"experts": experts})
-    params_file.unlink(missing_ok=True)
-    check_coverage(counts, cfg.pairs.min_state_share, out)
-    return Summary(counts=counts, out=out)
+    summary = step.finish(summarize(outcomes, k), inputs={"experts": experts})
+    check_coverage(summary.counts, cfg.pairs.min_state_share, out)
+    return summary
 
 
 def build_policy_pairs(
