@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nemo_act.benchmarks.base import usable_adapters
+from nemo_act.common.numerics import apply_cpu_numerics
 from nemo_act.common.paths import conf_root
 from nemo_act.common.quiet import quiet_libraries
 from nemo_act.common.runlock import LockedError
@@ -50,6 +51,7 @@ def _cfg(args: argparse.Namespace, extra: Sequence[str] = ()) -> ExperimentConfi
     from nemo_act.engines import engine_for
 
     cfg = load_config(args.config, _overrides(args, extra))
+    apply_cpu_numerics(cfg.cpu_numerics)
     try:
         adapter_of(cfg.benchmark)
         engine_for(cfg)
@@ -374,10 +376,10 @@ def _eval(args: argparse.Namespace, cfg: ExperimentConfig, generator, out: Path)
     if args.pairs:
         from nemo_act.data.io import read_jsonl, write_text_atomic
         from nemo_act.data.records import Pair
-        from nemo_act.evaluation.selection import forced_choice, free_selection
+        from nemo_act.evaluation.selection import forced_choice, free_selection, selection_sampling
 
         pairs = list(read_jsonl(args.pairs, Pair))
-        free, _rows = free_selection(generator, pairs, cfg, cfg.eval.sampling, cfg.seed)
+        free, _rows = free_selection(generator, pairs, cfg, selection_sampling(cfg), cfg.seed)
         result = {"free": free}
         if hasattr(generator, "score"):
             result["forced"] = forced_choice(generator, pairs, cfg)
@@ -411,6 +413,7 @@ def _eval(args: argparse.Namespace, cfg: ExperimentConfig, generator, out: Path)
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a whole pipeline from one config."""
     cfg = load_config(args.pipeline, _overrides(args))
+    apply_cpu_numerics(cfg.cpu_numerics)
     if os.environ.get("NEMO_ACT_DRY_RUN") == "1":  # the whole plan, nothing run
         from nemo_act.run.pipeline import PipelineRunner
         from nemo_act.run.plan import print_plan
@@ -521,6 +524,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from nemo_act.run.demo import run_demo
 
     cfg = load_config(args.config or find_conf("demo.yaml"), _overrides(args))
+    apply_cpu_numerics(cfg.cpu_numerics)
     with _lock(args.out or cfg.run_dir, cfg):
         return run_demo(Path(args.out or cfg.run_dir), cfg)
 
@@ -530,6 +534,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from nemo_act.run.bench import run_bench
 
     cfg = load_config(args.bench, _overrides(args))
+    apply_cpu_numerics(cfg.cpu_numerics)
     out = Path(args.run_dir or cfg.run_dir)
     if (args.arm is None) != (args.seed is None):
         raise UsageError("--arm and --seed go together: they name one cell")

@@ -245,7 +245,7 @@ def _other_weights(stage, record: bool) -> str:
     from safetensors.torch import load_file, save_file
 
     from nemo_act.data.manifest import file_sha256
-    from nemo_act.run.pipeline import weights_record
+    from nemo_act.run.cache import weights_record
 
     path = stage / "model.safetensors"
     tensors = load_file(path)
@@ -292,7 +292,7 @@ def test_an_evaluation_and_a_selection_are_reused_only_for_the_weights_they_used
     sha = file_sha256(stage / "model.safetensors")
     assert first["weights"] == selected["weights"] == {"model.safetensors": sha}
     assert runner.evaluate("01_il", str(stage)) == first and runner.selection("01_il", str(stage), pairs) == selected
-    assert "skip evaluation of 01_il: finished with the same weights and config" in said.getvalue()
+    assert "skip evaluation of 01_il: finished with the same inputs, weights and config" in said.getvalue()
 
     for record in (True, False):
         said.truncate(0)

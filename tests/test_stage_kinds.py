@@ -59,7 +59,7 @@ def test_every_data_kind_names_how_it_is_built_and_read(kind):
 def test_a_baseline_stage_retrains_when_its_data_settings_change(tmp_path):
     """A row-mixing setting changes no audit file (the same reflections), so it is part of the fingerprint of
     the stages that read that data kind, and of no other stage."""
-    from nemo_act.run.pipeline import stage_fingerprint
+    from nemo_act.run.cache import stage_fingerprint
 
     data = tmp_path / "data.jsonl"
     data.write_text("{}\n")

@@ -194,7 +194,7 @@ def run_intervention(
                                       [p.pair_id for p in pairs], writer_name])).hex()  # fmt: skip
     results: dict[str, dict[str, Any]] = {}
     for name, ckpt in checkpoints.items():
-        from nemo_act.run.pipeline import checkpoint_fingerprint
+        from nemo_act.run.cache import checkpoint_fingerprint
 
         stamp = key_digest(settings, checkpoint_fingerprint(ckpt)).hex()
         results[name] = {}

@@ -326,6 +326,9 @@ class EvalConfig(_Strict):
 
     sampling: SamplingConfig
     seeds: list[int] = Field(min_length=1)
+    selection_max_new_tokens: int = Field(
+        gt=0, description="Held-out selection's generation budget (the rest of eval.sampling applies)."
+    )
 
 
 class EnvRuntimeConfig(_Strict):
@@ -571,6 +574,11 @@ class ExperimentConfig(_Strict):
         gt=0,
         description="Only the first N tasks of every episode list (experts, held-out, evaluation), in the adapter's "
         "order: a bound for smoke runs (train=smoke); None = all.",
+    )
+    cpu_numerics: Literal["native", "portable"] = Field(
+        description="CPU float code paths of every command that runs a model: native (each CPU's fastest) or "
+        "portable (PyTorch, oneMKL and oneDNN held to AVX2 on every x86-64 CPU, so a run gives the same floats on "
+        "another CPU model)."
     )
     extensions: list[str] = Field(
         description="Python modules imported before the rest is checked: each registers stage or data kinds "

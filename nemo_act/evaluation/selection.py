@@ -60,6 +60,11 @@ def selection_requests(pairs: Sequence[Pair], cfg: ExperimentConfig) -> list[Gen
     return _requests(pairs, cfg)
 
 
+def selection_sampling(cfg: ExperimentConfig) -> SamplingConfig:
+    """How a checkpoint answers a held-out pair: ``eval.sampling`` with ``eval.selection_max_new_tokens``."""
+    return cfg.eval.sampling.model_copy(update={"max_new_tokens": cfg.eval.selection_max_new_tokens})
+
+
 def free_selection(
     generator: Generator, pairs: Sequence[Pair], cfg: ExperimentConfig, sampling: SamplingConfig, seed: int
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -133,7 +133,7 @@ class Cell:
     success: list[float]
     score: list[float]
     selection: dict[str, float] | None
-    weights: dict[str, str]  # sha256 of the weight files it was scored with (pipeline.weights_digest)
+    weights: dict[str, str]  # sha256 of the weight files it was scored with (run.cache.weights_digest)
     checkpoint: str
 
 
@@ -383,9 +383,9 @@ class Bench:
         """The finished cells of the configured arms and seeds, on ``bench.split``.
 
         A cell whose checkpoint no longer holds the weights it was scored with is left out, with a line saying how to
-        score it again (the runner redoes such an evaluation: :func:`nemo_act.run.pipeline.redo_reason`).
+        score it again (the runner redoes such an evaluation: :func:`nemo_act.run.cache.decide`).
         """
-        from nemo_act.run.pipeline import weights_digest
+        from nemo_act.run.cache import weights_digest
 
         b = self.cfg.bench
         found = [read_cell(self.cell_dir(a, s), a, s, b.split) for a in b.arms for s in b.seeds]

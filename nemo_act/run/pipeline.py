@@ -20,14 +20,13 @@ config, seed; on the cluster engine also precision, NeMo-RL bases and overrides)
 stage that crashed restarts from its last checkpoint in ``stages/NN_kind/checkpoints`` (TRL's on the
 local engine, NeMo-RL's on the cluster engine); a stage whose fingerprint changed is retrained from
 scratch, and so is every stage after it. An evaluation or a held-out selection is reused when its fingerprint and
-the sha256 of the weights it used are those of now (:func:`redo_reason`); else it is made again, saying why.
+the sha256 of the weights it used are those of now; else it is made again, saying why (one rule for the three:
+:func:`nemo_act.run.cache.decide`).
 """
 
 from __future__ import annotations
 
 import argparse
-import fnmatch
-import hashlib
 import json
 import os
 import shutil
@@ -45,160 +44,23 @@ from nemo_act.common.quiet import quiet_libraries
 from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import append_json_line, read_all, read_json, read_jsonl, write_text_atomic
-from nemo_act.data.manifest import file_sha256
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.engines import engine_for
 from nemo_act.inputs import run_inputs
-from nemo_act.stage_data import expand, stage_config, stage_experiment
+from nemo_act.run.cache import (
+    EVAL_STARTED,
+    decide,
+    eval_fingerprint,
+    read_weights_differ,
+    selection_fingerprint,
+    stage_complete,
+    stage_fingerprint,
+    weights_digest,
+    weights_record,
+    written_weights_differ,
+)
+from nemo_act.stage_data import expand, stage_experiment
 from nemo_act.stage_kinds import DATA_KINDS, built_data, data_steps, needs_pairs, stage_kind
-
-
-def _hash(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def checkpoint_fingerprint(path: str) -> str:
-    """Fingerprint of a starting checkpoint: a stage's own fingerprint, or a hub name / folder's files."""
-    stage_file = Path(path) / "stage.json"
-    if stage_file.exists():
-        return read_json(stage_file)["fingerprint"]
-    folder = Path(path)
-    if folder.is_dir():
-        files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file())
-        return _hash([str(folder.resolve()), files])
-    return _hash(path)
-
-
-WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")  # not training_args.bin, which is no weights
-
-
-def _is_weights(name: str) -> bool:
-    return any(fnmatch.fnmatch(name, pattern) for pattern in WEIGHT_FILES)
-
-
-def weights_record(folder: Path) -> dict[str, list[Any]]:
-    """A checkpoint's weight files as ``{name: [size, mtime_ns, sha256]}`` (what ``stage.json`` keeps)."""
-    out: dict[str, list[Any]] = {}
-    for pattern in WEIGHT_FILES:
-        for p in sorted(folder.glob(pattern)):
-            st = p.stat()
-            out[p.name] = [st.st_size, st.st_mtime_ns, file_sha256(p)]
-    return out
-
-
-def weights_changed(folder: Path, recorded: dict[str, list[Any]]) -> str | None:
-    """What differs between a finished stage's weight files and its record, or None.
-
-    Sizes are always compared; a file's digest is computed again only when its modification time moved (a copy,
-    an edit), so skipping a finished 16 GB stage reads its weights only when something touched them.
-    """
-    recorded = {name: rec for name, rec in recorded.items() if _is_weights(name)}  # older records: training_args.bin
-    names = {p.name for pattern in WEIGHT_FILES for p in folder.glob(pattern)}
-    if names != set(recorded):
-        return f"weight files {sorted(names)} where it finished with {sorted(recorded)}"
-    for name, (size, mtime, digest) in recorded.items():
-        st = (folder / name).stat()
-        if st.st_size != size:
-            return f"{name} is {st.st_size:,} bytes, {size:,} when it finished (cut short?)"
-        if st.st_mtime_ns != mtime and file_sha256(folder / name) != digest:
-            return f"{name} has other bytes than when it finished"
-    return None
-
-
-EVAL_STARTED = "started.json"  # in an evaluation's folder: what its episodes are played with, before the first one
-
-
-def weights_digest(checkpoint: str) -> dict[str, str]:
-    """The sha256 of each weight file a checkpoint loads ({} for a hub name).
-
-    What an evaluation or a held-out selection of the checkpoint records, and is redone when it differs. A finished
-    stage's digests come from its ``stage.json`` (a file is hashed again only when its size or time moved since, as
-    :func:`weights_changed` does); any other folder's are computed.
-    """
-    folder = Path(checkpoint)
-    if not folder.is_dir():
-        return {}
-    marker = folder / "stage.json"
-    recorded = read_json(marker).get("weights") if marker.exists() else None
-    if not recorded or weights_changed(folder, recorded) is not None:
-        recorded = weights_record(folder)
-    return {name: rec[2] for name, rec in sorted(recorded.items()) if _is_weights(name)}
-
-
-def redo_reason(done: dict[str, Any], fingerprint: str, weights: dict[str, str]) -> str | None:
-    """Why a finished result (its ``fingerprint`` and ``weights`` fields) must be made again, or None to reuse it.
-
-    The runner's one rule for what it reuses: the same inputs and config (the fingerprint) and the same weights
-    (their sha256; a result written before results recorded them is redone once).
-    """
-    if done.get("weights") != weights:
-        if "weights" not in done:
-            return "it does not record the weights it used (written by an older nemo-act)"
-        return "its checkpoint's weights are not the ones it used (sha256 differs)"
-    if done.get("fingerprint") != fingerprint:
-        return "its checkpoint's inputs, its data or its config changed"
-    return None
-
-
-def stage_fingerprint(kind: str, init: str, data: Path, cfg: ExperimentConfig) -> str:
-    """Everything that makes a stage's output what it is."""
-    block = DATA_KINDS[stage_kind(kind).data].config
-    return _hash(
-        {
-            **({"data_config": getattr(cfg, block).model_dump()} if block else {}),
-            "kind": kind,
-            "init": checkpoint_fingerprint(init),
-            "data": file_sha256(data),
-            "train": stage_config(kind, cfg).model_dump(),
-            "prompt": cfg.prompt.model_dump(),
-            "rewards": cfg.rewards.model_dump(),
-            "benchmark": cfg.benchmark.model_dump(),
-            "thinking": cfg.model.enable_thinking,
-            "seed": cfg.seed,
-            **engine_for(cfg).fingerprint(cfg),
-        }
-    )
-
-
-def selection_fingerprint(checkpoint: str, heldout_pairs: Path, cfg: ExperimentConfig) -> str:
-    """Everything but the weights that makes a held-out selection what it is (:func:`redo_reason` adds them)."""
-    return _hash(
-        {
-            "checkpoint": checkpoint_fingerprint(checkpoint),
-            "pairs": file_sha256(heldout_pairs),
-            "sampling": cfg.eval.sampling.model_dump(),
-            "max_new_tokens": cfg.train.act.max_completion_length,
-            "prompt": cfg.prompt.model_dump(),
-            "thinking": cfg.model.enable_thinking,
-            "seed": cfg.seed,
-        }
-    )
-
-
-def eval_fingerprint(checkpoint: str, cfg: ExperimentConfig) -> str:
-    """Everything but the weights that makes an env evaluation what it is (:func:`redo_reason` adds them)."""
-    ev = cfg.pipeline.eval
-    return _hash(
-        {
-            "checkpoint": checkpoint_fingerprint(checkpoint),
-            "episodes": {
-                "split": ev.split,
-                "tasks": ev.tasks,
-                "max_variations": ev.max_variations,
-                **({"max_tasks": cfg.max_tasks} if cfg.max_tasks is not None else {}),
-            },
-            "eval": cfg.eval.model_dump(),
-            "prompt": cfg.prompt.model_dump(),
-            "benchmark": cfg.benchmark.model_dump(),
-            "thinking": cfg.model.enable_thinking,
-        }
-    )
-
-
-def stage_complete(folder: Path) -> bool:
-    """True when a stage folder's ``stage.json`` says the stage finished."""
-    marker = folder / "stage.json"
-    return marker.exists() and read_json(marker)["complete"]
 
 
 class PipelineRunner:
@@ -389,35 +251,47 @@ class PipelineRunner:
                 the file they were made from, for the fingerprint.
             data: See ``rows``.
         """
-        from nemo_act import stage_data
-
         out = self.dir / "stages" / f"{index:02d}_{kind}"
         data = data or inputs.get(stage_kind(kind).data)
         if data is None:
             raise ValueError(f"stage {kind} needs {stage_kind(kind).data}")
         fp = stage_fingerprint(kind, init, data, self.cfg)
-        marker = out / "stage.json"
-        if marker.exists():
-            info = read_json(marker)
-            broken = weights_changed(out, info["weights"]) if info["complete"] and "weights" in info else None
-            if broken:  # the same inputs, but what it made is not there as it was: train it again
-                self.console.print(f"[yellow]restart[/] {out.name}: {broken}")
-                shutil.rmtree(out)
-            elif info["fingerprint"] == fp and info["complete"]:
-                self.console.print(f"[green]skip[/] {out.name}: finished with the same inputs and config")
-                shutil.rmtree(out / "checkpoints", ignore_errors=True)  # left by a kill right after the marker
-                self.log["stages"].append({"stage": out.name, "status": "skipped", "path": str(out)})
-                self._event("stage", stage=out.name, status="skipped")
-                return str(out)
-            elif info["fingerprint"] != fp:
-                self.console.print(f"[yellow]restart[/] {out.name}: inputs or config changed")
-                shutil.rmtree(out)
+        if self._reuse_stage(out, fp):
+            return str(out)
         resumed = (out / "checkpoints").exists()
         self.console.rule(f"stage {out.name} ({'resuming' if resumed else 'from'} {init})")
         out.mkdir(parents=True, exist_ok=True)
         info = {"kind": kind, "init": init, "data": str(data), "fingerprint": fp, "complete": False, "resumed": resumed}
-        write_text_atomic(marker, json.dumps(info, indent=2) + "\n")
+        write_text_atomic(out / "stage.json", json.dumps(info, indent=2) + "\n")
         self._event("stage", stage=out.name, status="resuming" if resumed else "training")
+        rows = self._stage_rows(kind, init, data, rows, out.name)
+        self._train(kind, init, rows, out, info)
+        status = "resumed" if resumed else "trained"
+        self.log["stages"].append({"stage": out.name, "status": status, "path": str(out), "seconds": info["seconds"]})
+        self._event("stage", stage=out.name, status=status, seconds=info["seconds"])
+        return str(out)
+
+    def _reuse_stage(self, out: Path, fp: str) -> bool:
+        """Whether a finished stage in ``out`` stands (:func:`~nemo_act.run.cache.decide`); clears one to redo."""
+        marker = out / "stage.json"
+        info = read_json(marker) if marker.exists() else None
+        decision, why = decide(info, fp, bool(info and info["complete"]), info and written_weights_differ(out, info))
+        if decision == "redo":
+            self.console.print(f"[yellow]restart[/] {out.name}: {why}")
+            shutil.rmtree(out)
+        elif decision == "reuse":
+            self.console.print(f"[green]skip[/] {out.name}: {why}")
+            shutil.rmtree(out / "checkpoints", ignore_errors=True)  # left by a kill right after the marker
+            self.log["stages"].append({"stage": out.name, "status": "skipped", "path": str(out)})
+            self._event("stage", stage=out.name, status="skipped")
+        return decision == "reuse"
+
+    def _stage_rows(
+        self, kind: str, init: str, data: Path, rows: list[dict[str, Any]] | None, name: str
+    ) -> list[dict[str, Any]]:
+        """A stage's training rows: the kind's own from ``data``, or ready-made ones capped as those are."""
+        from nemo_act import stage_data
+
         if rows is None:
             dry = os.environ.get("NEMO_ACT_DRY_RUN") == "1"  # a dry run loads nothing, not even a tokenizer
             rows = stage_data.rows_for(kind, data, stage_experiment(kind, self.cfg), None if dry else init)
@@ -425,9 +299,13 @@ class PipelineRunner:
             rows = stage_data.capped(kind, rows, self.cfg)
         if not rows:
             raise ValueError(
-                f"stage {out.name}: {data} gives no training rows (a baseline whose every example was dropped: "
+                f"stage {name}: {data} gives no training rows (a baseline whose every example was dropped: "
                 "its manifest counts say why)"
             )
+        return rows
+
+    def _train(self, kind: str, init: str, rows: list[dict[str, Any]], out: Path, info: dict[str, Any]) -> None:
+        """Launch the engine's training of a stage, then mark it complete with the weights it wrote."""
         from nemo_act.generation.ray_pool import close_pools
         from nemo_act.generation.vllm import job_batch_invariant_warning
 
@@ -440,19 +318,9 @@ class PipelineRunner:
         self.engine.train_stage(kind, init, rows, self.cfg, out)
         info.update(complete=True, seconds=round(time.time() - t, 1), rows=len(rows),
                     weights=weights_record(out))  # fmt: skip
-        write_text_atomic(marker, json.dumps(info, indent=2) + "\n")
+        write_text_atomic(out / "stage.json", json.dumps(info, indent=2) + "\n")
         # only now: a kill before the marker said complete resumes from these, never retrains the stage
         shutil.rmtree(out / "checkpoints", ignore_errors=True)
-        self.log["stages"].append(
-            {
-                "stage": out.name,
-                "status": "resumed" if resumed else "trained",
-                "path": str(out),
-                "seconds": info["seconds"],
-            }
-        )
-        self._event("stage", stage=out.name, status="resumed" if resumed else "trained", seconds=info["seconds"])
-        return str(out)
 
     # ---- the invocation log -----------------------------------------------------------------------
     def _event(self, event: str, **fields: Any) -> None:
@@ -499,25 +367,23 @@ class PipelineRunner:
     # ---- evaluation -------------------------------------------------------------------------------
     def selection(self, name: str, checkpoint: str, heldout_pairs: Path) -> dict[str, Any]:
         """Held-out selection accuracy (free generation and forced choice) of a checkpoint."""
-        from nemo_act.evaluation.selection import forced_choice, free_selection
+        from nemo_act.evaluation.selection import forced_choice, free_selection, selection_sampling
         from nemo_act.generation import open_generators
 
         out = self.dir / "selection" / f"{name}.json"
         fp, weights = selection_fingerprint(checkpoint, heldout_pairs, self.cfg), weights_digest(checkpoint)
-        if out.exists():
-            done = read_json(out)
-            if (why := redo_reason(done, fp, weights)) is None:
-                return done
+        done = read_json(out) if out.exists() else None
+        decision, why = decide(done, fp, True, done and read_weights_differ(done, weights))
+        if decision == "reuse":
+            return done
+        if decision == "redo":
             self.console.print(f"[yellow]redo[/] held-out selection of {name}: {why}")
         if self.isolate:
             self._step("selection", name, checkpoint, str(heldout_pairs))
             return read_json(out)
         pairs = list(read_jsonl(heldout_pairs, Pair))
-        sampling = self.cfg.eval.sampling.model_copy(
-            update={"max_new_tokens": self.cfg.train.act.max_completion_length}
-        )
         with open_generators(self.cfg, checkpoint) as (gen,):
-            free, rows = free_selection(gen, pairs, self.cfg, sampling, self.cfg.seed)
+            free, rows = free_selection(gen, pairs, self.cfg, selection_sampling(self.cfg), self.cfg.seed)
             result = {"checkpoint": checkpoint, "free": free, "forced": forced_choice(gen, pairs, self.cfg)}
         result.update(fingerprint=fp, weights=weights)
         acc = free["accuracy"]
@@ -539,12 +405,13 @@ class PipelineRunner:
         out = self.dir / "eval" / name
         fp, weights = eval_fingerprint(checkpoint, self.cfg), weights_digest(checkpoint)
         finished, started = out / "summary.json", out / EVAL_STARTED
-        if finished.exists() and (why := redo_reason(read_json(finished), fp, weights)) is None:
-            self.console.print(f"[green]skip[/] evaluation of {name}: finished with the same weights and config")
-            return read_json(finished)
-        record = finished if finished.exists() else started
-        if record.exists() and (why := redo_reason(read_json(record), fp, weights)) is not None:
-            # its episodes (finished, or played so far) came from other weights or settings: none is kept
+        path = finished if finished.exists() else started
+        done = read_json(path) if path.exists() else None
+        decision, why = decide(done, fp, path == finished, done and read_weights_differ(done, weights))
+        if decision == "reuse":
+            self.console.print(f"[green]skip[/] evaluation of {name}: {why}")
+            return done
+        if decision == "redo":  # its episodes (finished, or played so far) came from other weights or settings
             self.console.print(f"[yellow]redo[/] evaluation of {name}: {why}")
             shutil.rmtree(out)
         write_text_atomic(started, json.dumps({"fingerprint": fp, "weights": weights}, indent=2) + "\n")

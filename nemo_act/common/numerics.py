@@ -1,0 +1,49 @@
+"""Which float code paths a CPU run takes: each CPU's fastest (``native``) or one for all x86-64 (``portable``).
+
+PyTorch and the math libraries it calls pick their kernels by what the CPU offers (AVX2, AVX-512, AMX), and
+the kernels round differently: the same run on two CPU models gives other floats, so a tiny model samples
+other tokens and a count moves (seen: the demo's held-out pairs were 450 on one machine type, 448 on an
+AVX-512/AMX one, 449 on that one held to AVX2). ``cpu_numerics: portable`` holds every x86-64 CPU to the
+AVX2 paths, through the switches the libraries read when they start:
+
+- ``ATEN_CPU_CAPABILITY=avx2``: PyTorch's vectorised kernels (``aten/src/ATen/native/DispatchStub.cpp``);
+- ``MKL_CBWR=AVX2``: oneMKL's conditional numerical reproducibility, its BLAS on the AVX2 branch;
+- ``ONEDNN_MAX_CPU_ISA=AVX2``: oneDNN's kernels.
+
+A variable the user set is left as it is. Set before torch is imported (the CLI imports it only in the
+step that needs it), so it holds in this process and in every step, trainer and env worker it starts. Other
+CPU architectures (aarch64, as on GH200 nodes) keep their one path: their floats differ from x86-64's.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from typing import Literal
+
+PORTABLE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+def apply_cpu_numerics(mode: Literal["native", "portable"]) -> dict[str, str]:
+    """Hold this process and its children to ``mode``'s code paths.
+
+    Args:
+        mode: ``native`` (nothing changes) or ``portable`` (the AVX2 paths on x86-64).
+
+    Returns:
+        The variables set (none: native, another architecture, or each already set by the user).
+
+    Raises:
+        RuntimeError: ``portable`` asked for after torch was imported in this process (its paths are chosen).
+    """
+    if mode == "native" or platform.machine().lower() not in ("x86_64", "amd64"):
+        return {}
+    todo = {k: v for k, v in PORTABLE.items() if k not in os.environ}
+    if todo and "torch" in sys.modules:
+        raise RuntimeError(
+            "cpu_numerics=portable: torch is already imported in this process, its CPU code paths are chosen; "
+            f"set {', '.join(f'{k}={v}' for k, v in todo.items())} in the environment instead"
+        )
+    os.environ.update(todo)
+    return todo
