@@ -150,6 +150,21 @@ def test_the_module_map_names_every_room():
     assert sorted(missing) == []
 
 
+def test_the_module_map_names_every_module():
+    """docs/architecture.md's module map names every module of the package by its file (a room's own row names the
+    files in it): a module added without a word on where it sits fails here."""
+    section = (ROOT / "docs" / "architecture.md").read_text().split("## The module map", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`([^`]+)`", section))
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if path.name == "__init__.py" or "examples" in rel.parts:
+            continue
+        if not ({rel.as_posix(), path.name, f"{rel.parent.as_posix()}/*.py"} & named):
+            missing.append(rel.as_posix())
+    assert missing == []
+
+
 def test_the_floor_check_finds_an_import_back_up(tmp_path):
     pkg = tmp_path / "nemo_act"
     (pkg / "config").mkdir(parents=True)
