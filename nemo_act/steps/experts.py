@@ -114,7 +114,7 @@ def collect_experts(
         split: Benchmark split.
         out: Trajectories JSONL to write (manifest beside it).
         tasks: Restrict to these tasks.
-        max_variations: Variations per task (default: ``benchmark.max_variations``).
+        max_variations: Variations per task (None: the benchmark's own default, e.g. its ``max_variations``).
         workers: Env worker processes.
         progress: Show a progress bar.
 
@@ -126,7 +126,6 @@ def collect_experts(
     module = adapter_of(bench)
     if not bench.live_experts:  # the one rule (benchmarks.base.plays_experts), also what preflight reads
         return _experts_from_files(bench, split, out)
-    max_variations = getattr(bench, "max_variations", None) if max_variations is None else max_variations
     params = {
         "adapter_version": module.ADAPTER_VERSION,
         "benchmark": bench.model_dump(),
