@@ -101,7 +101,6 @@ def registered(engine: str) -> dict[str, list[tuple[str, str, str]]]:
     """
     from nemo_act.benchmarks.base import registered as benchmarks
     from nemo_act.engines import engine_named, shipped_engines
-    from nemo_act.stage_data import BUILDERS
     from nemo_act.stage_kinds import DATA_KINDS, REWARD_KINDS, STAGE_KINDS
 
     def module(ref: str | None) -> str:
@@ -112,7 +111,7 @@ def registered(engine: str) -> dict[str, list[tuple[str, str, str]]]:
     return {
         "benchmarks": benchmarks(),
         "stage kinds": [(k.name, f"{k.algorithm} on {k.data}" + (f", reward {k.reward}" if k.reward else ""),
-                         module(k.rows) if k.rows else BUILDERS[k.name].__module__) for k in STAGE_KINDS.values()],
+                         module(k.rows)) for k in STAGE_KINDS.values()],
         "data kinds": [(d.name, d.audit or "", module(d.builder)) for d in DATA_KINDS.values()],
         "rewards": [(r.name, r.values, module(r.score)) for r in REWARD_KINDS.values()],
         "engines": [(name, (type(engine).__doc__ or "").strip().splitlines()[0], type(engine).__module__)

@@ -188,7 +188,7 @@ def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig, tokenizer: str 
             dry run, which loads nothing).
     """
     spec = stage_kind(kind)
-    build = BUILDERS[kind] if spec.rows is None else load(spec.rows)
+    build = load(spec.rows)
     build = getattr(build, "__wrapped__", build)  # ours keep the source key for the token check's messages
     if spec.data == "pairs":
         experts = read_manifest(data).get("inputs", {}).get("experts", {}).get("path")
@@ -346,24 +346,6 @@ def sand_rows(records: Sequence[Any], trajectories: Sequence[Trajectory], cfg: E
             }
         )
     return rows
-
-
-BUILDERS: dict[str, Callable[..., list[Row]]] = {
-    "act": act_rows,
-    "act_noreason": act_rows,
-    "act_onpolicy": policy_act_rows,
-    "sft_choice": sft_choice_rows,
-    "dpo": dpo_rows,
-    "il": il_rows,
-    "il_matched": il_rows,
-    "rl": rl_rows,
-    "ee": ee_rows,
-    "ee_wm": world_model_rows,
-    "agent_r": agent_r_rows,
-    "sand": sand_rows,
-}
-"""The row builder of each stage kind nemo-act ships (its registry entry has ``rows=None``); an extension's kind
-names its own builder as a ``module:function`` string."""
 
 
 def stage_config(kind: str, cfg: ExperimentConfig) -> SFTStageConfig | DPOStageConfig | GRPOStageConfig:

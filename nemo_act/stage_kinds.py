@@ -9,11 +9,11 @@ row builders (:func:`nemo_act.stage_data.rows_for`), the pipeline runner (which 
 needs, after which stages held-out selection accuracy is measured), the local engine (trainer and
 reward functions) and the cluster engine (NeMo-RL algorithm, task name, hyperparameter block).
 
-Adding a kind = one :class:`StageKind` (its row builder a ``module:function`` reference, like a
-:class:`DataKind`'s builder) given to :func:`register` by a module of yours that the config's ``extensions``
-list names (imported before the config is validated, in every process that loads it), or one entry of the
-table here for a kind nemo-act ships (its row builder a function of :data:`nemo_act.stage_data.BUILDERS`). A
-stage that consumes a new kind of data registers a :class:`DataKind`
+Adding a kind = one :class:`StageKind`, declared with keywords, its row builder a ``module:function`` reference
+(like a :class:`DataKind`'s builder): given to :func:`register` by a module of yours that the config's
+``extensions`` list names (imported before the config is validated, in every process that loads it), or an
+entry of the table here for a kind nemo-act ships (its builder in :mod:`nemo_act.stage_data`); the same entry
+either way. A stage that consumes a new kind of data registers a :class:`DataKind`
 (its builder, audit file and record type) the same way, and a GRPO stage with a reward of its own a
 :class:`RewardKind` (its score function; both engines score with it). Nothing else names a kind:
 docs/extending.md.
@@ -133,7 +133,7 @@ def reward_kind(name: str) -> RewardKind:
         raise ValueError(f"unknown reward '{name}'; rewards are: {', '.join(REWARD_KINDS)}") from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StageKind:
     """One stage kind.
 
@@ -144,12 +144,11 @@ class StageKind:
             trajectories) or a reflection baseline's audit file (:mod:`nemo_act.reflection`).
         rows: ``module:function`` of its row builder: ``(pairs | trajectories, cfg) -> rows``, or
             ``(records, trajectories, cfg)`` for a built data kind (the builders of :mod:`nemo_act.stage_data`
-            show the row fields each algorithm and reward reads); None for a kind nemo-act ships, whose builder
-            is the function :data:`nemo_act.stage_data.BUILDERS` holds under its name.
+            show the row fields each algorithm and reward reads; the shipped kinds' builders are there).
         prompt: ``selection`` (the ACT prompt over two candidates) or ``generation`` (act directly).
-        reward: GRPO reward, a :data:`REWARD_KINDS` name: ``selection`` (names the better candidate), ``action``
-            (the expert's action), or one registered by an extension.
         train: The ``train.<block>`` holding its hyperparameters.
+        reward: GRPO reward, a :data:`REWARD_KINDS` name: ``selection`` (names the better candidate), ``action``
+            (the expert's action), or one registered by an extension; None for SFT and DPO.
         prompt_settings: ``prompt.*`` values the stage renders with (e.g. no reasoning instruction).
         selection_eval: Whether held-out selection accuracy is measured after it.
         summary: One line for help texts and docs.
@@ -162,10 +161,10 @@ class StageKind:
     name: str
     algorithm: Literal["grpo", "sft", "dpo"]
     data: str
-    rows: str | None
+    rows: str
     prompt: Literal["selection", "generation"]
-    reward: str | None
     train: str
+    reward: str | None = None
     prompt_settings: dict[str, Any] = field(default_factory=dict)
     selection_eval: bool = False
     summary: str = ""
@@ -176,7 +175,7 @@ class StageKind:
         if self.data not in DATA_KINDS:
             known = ", ".join(DATA_KINDS)
             raise ValueError(f"stage kind '{self.name}': data '{self.data}' is not a data kind ({known})")
-        if self.rows is not None and ":" not in self.rows:
+        if ":" not in self.rows:
             raise ValueError(f"stage kind '{self.name}': rows {self.rows!r} is not a 'module:function' reference")
         if (self.reward is not None) != (self.algorithm == "grpo"):
             need = "needs a" if self.algorithm == "grpo" else "takes no"
@@ -188,37 +187,46 @@ class StageKind:
             )
 
 
+ROWS = "nemo_act.stage_data"  # the module of the shipped kinds' row builders
+
 STAGE_KINDS: dict[str, StageKind] = {
     k.name: k
     for k in (
-        StageKind("act", "grpo", "pairs", None, "selection", "selection", "act", selection_eval=True,
+        StageKind(name="act", algorithm="grpo", data="pairs", rows=f"{ROWS}:act_rows", prompt="selection",
+                  reward="selection", train="act", selection_eval=True,
                   summary="ACT: GRPO on choosing the expert action of a pair, reasoning first"),
-        StageKind("act_onpolicy", "grpo", "policy_pairs", None, "selection", "selection", "act",
-                  selection_eval=True, rounds="pairs.rounds",
+        StageKind(name="act_onpolicy", algorithm="grpo", data="policy_pairs", rows=f"{ROWS}:policy_act_rows",
+                  prompt="selection", reward="selection", train="act", selection_eval=True, rounds="pairs.rounds",
                   summary="ACT in pairs.rounds rounds, each on alternatives re-sampled by the newest checkpoint"),
-        StageKind("act_noreason", "grpo", "pairs", None, "selection", "selection", "act",
-                  prompt_settings={"act_reasoning": False}, selection_eval=True,
+        StageKind(name="act_noreason", algorithm="grpo", data="pairs", rows=f"{ROWS}:act_rows", prompt="selection",
+                  reward="selection", train="act", prompt_settings={"act_reasoning": False}, selection_eval=True,
                   summary="control: ACT without the reasoning instruction"),
-        StageKind("sft_choice", "sft", "pairs", None, "selection", None, "sft_choice",
-                  selection_eval=True,
+        StageKind(name="sft_choice", algorithm="sft", data="pairs", rows=f"{ROWS}:sft_choice_rows",
+                  prompt="selection", train="sft_choice", selection_eval=True,
                   summary="control: SFT on the selection prompt -> the expert action, no rationale"),
-        StageKind("dpo", "dpo", "pairs", None, "generation", None, "dpo", selection_eval=True,
+        StageKind(name="dpo", algorithm="dpo", data="pairs", rows=f"{ROWS}:dpo_rows", prompt="generation",
+                  train="dpo", selection_eval=True,
                   summary="control: DPO, expert action chosen over the alternative"),
-        StageKind("il", "sft", "experts", None, "generation", None, "il",
-                  summary="imitation learning: SFT on expert actions"),
-        StageKind("il_matched", "sft", "experts", None, "generation", None, "il", budget_of="act",
+        StageKind(name="il", algorithm="sft", data="experts", rows=f"{ROWS}:il_rows", prompt="generation",
+                  train="il", summary="imitation learning: SFT on expert actions"),
+        StageKind(name="il_matched", algorithm="sft", data="experts", rows=f"{ROWS}:il_rows", prompt="generation",
+                  train="il", budget_of="act",
                   summary="control: IL with ACT's step budget (train.act's epochs, max_steps): IL -> IL's first stage"),
-        StageKind("rl", "grpo", "experts", None, "generation", "action", "rl",
+        StageKind(name="rl", algorithm="grpo", data="experts", rows=f"{ROWS}:rl_rows", prompt="generation",
+                  reward="action", train="rl",
                   summary="RL: GRPO on direct action generation, rewarded for the expert's action"),
-        StageKind("ee", "sft", "early_experience", None, "generation", None, "il",
+        StageKind(name="ee", algorithm="sft", data="early_experience", rows=f"{ROWS}:ee_rows", prompt="generation",
+                  train="il",
                   summary="baseline: Early Experience, SFT on a self-reflection + the expert action (IL's budget)"),
-        StageKind("ee_wm", "sft", "early_experience", None, "generation", None, "il",
+        StageKind(name="ee_wm", algorithm="sft", data="early_experience", rows=f"{ROWS}:world_model_rows",
+                  prompt="generation", train="il",
                   summary="baseline: Early Experience, implicit world modelling (predict next observations)"),
-        StageKind("agent_r", "sft", "agent_r", None, "generation", None, "il",
+        StageKind(name="agent_r", algorithm="sft", data="agent_r", rows=f"{ROWS}:agent_r_rows", prompt="generation",
+                  train="il",
                   summary="baseline: Agent-R, revision at the policy's first deviation + expert rows (IL's budget)"),
-        StageKind("sand", "sft", "sand", None, "generation", None, "il",
-                  summary="baseline: SAND, execution-grounded deliberation + the expert action (IL's budget)",
-                  rounds="sand.iterations"),
+        StageKind(name="sand", algorithm="sft", data="sand", rows=f"{ROWS}:sand_rows", prompt="generation",
+                  train="il", rounds="sand.iterations",
+                  summary="baseline: SAND, execution-grounded deliberation + the expert action (IL's budget)"),
     )
 }  # fmt: skip
 

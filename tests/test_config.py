@@ -171,7 +171,8 @@ def test_a_registered_stage_kind_s_own_train_block_is_checked_against_its_algori
     ext = tmp_path / "ext_stage_for_config_test.py"
     ext.write_text(
         "from nemo_act.stage_kinds import StageKind, register\n"
-        "register(StageKind('ilx', 'sft', 'experts', 'nemo_act.stage_data:il_rows', 'generation', None, 'ilx'))\n"
+        "register(StageKind(name='ilx', algorithm='sft', data='experts', rows='nemo_act.stage_data:il_rows',\n"
+        "                   prompt='generation', train='ilx'))\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(stage_kinds, "STAGE_KINDS", dict(stage_kinds.STAGE_KINDS))  # the registry as it was, after

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from nemo_act import stage_data
 from nemo_act.common.plugins import load
 from nemo_act.config import ConfigError, load_config
 from nemo_act.engines.nemo_rl import recipe
@@ -17,7 +16,7 @@ from nemo_act.stage_kinds import DATA_KINDS, STAGE_KINDS, data_steps, needs_pair
 @pytest.mark.parametrize("name", list(STAGE_KINDS))
 def test_every_kind_has_its_builder_hyperparameters_and_a_cluster_mapping(name):
     spec, cfg = stage_kind(name), load_config(overrides=["engine=nemo_rl", "generation=vllm", "train=cluster"])
-    assert spec.rows is None and callable(stage_data.BUILDERS[name])  # a shipped kind: its builder is a function
+    assert callable(load(spec.rows))  # a shipped kind names its builder as an extension's does
     own, sc = getattr(cfg.train, spec.train), stage_config(name, cfg)
     budget = getattr(cfg.train, spec.budget_of or spec.train)  # il_matched: IL's settings with ACT's step budget
     assert sc.model_dump() == own.model_dump() | {"epochs": budget.epochs, "max_steps": budget.max_steps}
@@ -158,7 +157,8 @@ def echo_rows(records, trajectories, cfg):
 
 register(DataKind("echo", "echo_ext:build_echo", "echo.jsonl", "echo_ext:Echo", None, env=False,
                   summary="{kept} of {states} echoed -> {out}"))
-register(StageKind("sft_echo", "sft", "echo", "echo_ext:echo_rows", "generation", None, "il"))
+register(StageKind(name="sft_echo", algorithm="sft", data="echo", rows="echo_ext:echo_rows", prompt="generation",
+                   train="il"))
 """
 
 
