@@ -154,6 +154,8 @@ class StageKind:
         summary: One line for help texts and docs.
         rounds: A config key (``sand.iterations``) saying how many times the stage runs in a row where a
             pipeline lists it once; each round's data is built by the newest checkpoint (see :func:`expand`).
+        label: How the paper's table names the stage in a pipeline it has no row for (``ACT``: a pipeline
+            ``act, il`` of yours is "<its name> (ACT -> IL)"); default: the kind's name.
         budget_of: Another ``train.<block>`` whose step budget (``epochs``, ``max_steps``) the stage takes instead
             of its own block's: the matched-compute control's IL runs as many optimizer steps as ACT.
     """
@@ -170,6 +172,7 @@ class StageKind:
     summary: str = ""
     rounds: str | None = None
     budget_of: str | None = None
+    label: str = ""
 
     def __post_init__(self) -> None:
         if self.data not in DATA_KINDS:
@@ -193,39 +196,39 @@ STAGE_KINDS: dict[str, StageKind] = {
     k.name: k
     for k in (
         StageKind(name="act", algorithm="grpo", data="pairs", rows=f"{ROWS}:act_rows", prompt="selection",
-                  reward="selection", train="act", selection_eval=True,
+                  reward="selection", train="act", selection_eval=True, label="ACT",
                   summary="ACT: GRPO on choosing the expert action of a pair, reasoning first"),
         StageKind(name="act_onpolicy", algorithm="grpo", data="policy_pairs", rows=f"{ROWS}:policy_act_rows",
                   prompt="selection", reward="selection", train="act", selection_eval=True, rounds="pairs.rounds",
+                  label="on-policy ACT",
                   summary="ACT in pairs.rounds rounds, each on alternatives re-sampled by the newest checkpoint"),
         StageKind(name="act_noreason", algorithm="grpo", data="pairs", rows=f"{ROWS}:act_rows", prompt="selection",
                   reward="selection", train="act", prompt_settings={"act_reasoning": False}, selection_eval=True,
-                  summary="control: ACT without the reasoning instruction"),
-        StageKind(name="sft_choice", algorithm="sft", data="pairs", rows=f"{ROWS}:sft_choice_rows",
-                  prompt="selection", train="sft_choice", selection_eval=True,
+                  label="no-reasoning ACT", summary="control: ACT without the reasoning instruction"),
+        StageKind(name="sft_choice", algorithm="sft", data="pairs", rows=f"{ROWS}:sft_choice_rows", prompt="selection",
+                  train="sft_choice", selection_eval=True, label="SFT-on-choice",
                   summary="control: SFT on the selection prompt -> the expert action, no rationale"),
-        StageKind(name="dpo", algorithm="dpo", data="pairs", rows=f"{ROWS}:dpo_rows", prompt="generation",
-                  train="dpo", selection_eval=True,
-                  summary="control: DPO, expert action chosen over the alternative"),
-        StageKind(name="il", algorithm="sft", data="experts", rows=f"{ROWS}:il_rows", prompt="generation",
-                  train="il", summary="imitation learning: SFT on expert actions"),
+        StageKind(name="dpo", algorithm="dpo", data="pairs", rows=f"{ROWS}:dpo_rows", prompt="generation", train="dpo",
+                  selection_eval=True, label="DPO", summary="control: DPO, expert action chosen over the alternative"),
+        StageKind(name="il", algorithm="sft", data="experts", rows=f"{ROWS}:il_rows", prompt="generation", train="il",
+                  label="IL", summary="imitation learning: SFT on expert actions"),
         StageKind(name="il_matched", algorithm="sft", data="experts", rows=f"{ROWS}:il_rows", prompt="generation",
-                  train="il", budget_of="act",
+                  train="il", budget_of="act", label="IL",
                   summary="control: IL with ACT's step budget (train.act's epochs, max_steps): IL -> IL's first stage"),
         StageKind(name="rl", algorithm="grpo", data="experts", rows=f"{ROWS}:rl_rows", prompt="generation",
-                  reward="action", train="rl",
+                  reward="action", train="rl", label="RL",
                   summary="RL: GRPO on direct action generation, rewarded for the expert's action"),
         StageKind(name="ee", algorithm="sft", data="early_experience", rows=f"{ROWS}:ee_rows", prompt="generation",
-                  train="il",
+                  train="il", label="Early Experience",
                   summary="baseline: Early Experience, SFT on a self-reflection + the expert action (IL's budget)"),
         StageKind(name="ee_wm", algorithm="sft", data="early_experience", rows=f"{ROWS}:world_model_rows",
-                  prompt="generation", train="il",
+                  prompt="generation", train="il", label="Early Experience (world model)",
                   summary="baseline: Early Experience, implicit world modelling (predict next observations)"),
         StageKind(name="agent_r", algorithm="sft", data="agent_r", rows=f"{ROWS}:agent_r_rows", prompt="generation",
-                  train="il",
+                  train="il", label="Agent-R",
                   summary="baseline: Agent-R, revision at the policy's first deviation + expert rows (IL's budget)"),
-        StageKind(name="sand", algorithm="sft", data="sand", rows=f"{ROWS}:sand_rows", prompt="generation",
-                  train="il", rounds="sand.iterations",
+        StageKind(name="sand", algorithm="sft", data="sand", rows=f"{ROWS}:sand_rows", prompt="generation", train="il",
+                  rounds="sand.iterations", label="SAND",
                   summary="baseline: SAND, execution-grounded deliberation + the expert action (IL's budget)"),
     )
 }  # fmt: skip

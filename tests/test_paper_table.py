@@ -57,6 +57,17 @@ def test_rows_are_methods_in_the_papers_order_and_cells_merge_over_benchmarks(ru
     assert paper_table.best(rows, filled)["math500"] == {"IL -> RL", "ACT -> IL -> RL"}  # ties are all marked
 
 
+def test_a_pipeline_the_paper_has_no_row_for_is_named_by_its_stage_kinds_labels(tmp_path):
+    """A pipeline of yours gets its name and its stages' labels (the stage kinds' registry entries say them)."""
+    run = _run(tmp_path, "mine", "mine", {"02_il": _env("scienceworld", "test", 30, 0)})
+    log = json.loads((run / "run.json").read_text())
+    log["stages"] = [{"stage": "01_act_noreason", "status": "trained"}, {"stage": "02_il", "status": "skipped"}]
+    (run / "run.json").write_text(json.dumps(log))
+    rows, filled = paper_table.build([run])
+    assert rows == ["mine (no-reasoning ACT -> IL)"] and filled[rows[0]] == {"scienceworld": (30, 1.0)}
+    assert paper_table.method_label("act_il", log["stages"]) == "ACT -> IL"  # the paper's own row wins
+
+
 def test_markdown_csv_and_latex_mark_the_best_and_never_write_zero_for_a_missing_cell(runs, tmp_path):
     paths = paper_table.write(runs, tmp_path / "out")
     md = paths["md"].read_text().splitlines()

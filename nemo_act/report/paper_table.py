@@ -26,6 +26,7 @@ from typing import Any
 from nemo_act.benchmarks.base import usable_adapters
 from nemo_act.common.paths import conf_roots
 from nemo_act.data.io import RUN_REMEDY, read_json
+from nemo_act.stage_kinds import STAGE_KINDS
 
 NOT_RUN = "not run"
 
@@ -132,6 +133,24 @@ def cells_of(run_dir: str | Path) -> tuple[str, dict[str, Cell]]:
     return run["pipeline"], cells
 
 
+def method_label(pipeline: str, stages: Sequence[dict[str, Any]]) -> str:
+    """A pipeline's row: the paper's name of it (:data:`METHODS`), else its name and its stage kinds' labels.
+
+    Args:
+        pipeline: The run's ``pipeline.name``.
+        stages: The run's stages as ``run.json`` lists them (``{"stage": "01_act", ...}``).
+
+    Returns:
+        E.g. "ACT -> IL -> RL" for ``act_il_rl``; "mine (ACT -> IL)" for a pipeline ``mine`` of stages ``act, il``
+        (a kind's ``label`` from the registry; a kind this process has not registered, by its name).
+    """
+    if pipeline in METHODS or not stages:
+        return METHODS.get(pipeline, pipeline)
+    kinds = [s["stage"].split("_", 1)[1] for s in stages]
+    names = [(STAGE_KINDS[k].label or k) if k in STAGE_KINDS else k for k in kinds]
+    return f"{pipeline} ({' -> '.join(names)})"
+
+
 def build(run_dirs: Sequence[str | Path]) -> tuple[list[str], dict[str, dict[str, Cell]]]:
     """Rows (method labels, the paper's order first) and their cells, merged over run folders.
 
@@ -142,7 +161,7 @@ def build(run_dirs: Sequence[str | Path]) -> tuple[list[str], dict[str, dict[str
     origin: dict[tuple[str, str], Path] = {}
     for d in run_dirs:
         pipeline, cells = cells_of(d)
-        label = METHODS.get(pipeline, pipeline)
+        label = method_label(pipeline, read_json(Path(d) / "run.json", RUN_REMEDY).get("stages", []))
         for key, cell in cells.items():
             if (label, key) in origin:
                 raise ValueError(f"{d} and {origin[label, key]} both give '{label}' a {key} result: report one of them")
