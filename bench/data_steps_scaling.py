@@ -55,7 +55,7 @@ from nemo_act.benchmarks.base import adapter_of
 from nemo_act.common.seeding import key_rng
 from nemo_act.config import load_config
 from nemo_act.config.schema import SamplingConfig
-from nemo_act.evaluation.rollout import SharedEnvPool, Start, evaluate_policy, play_starts
+from nemo_act.evaluation.rollout import Play, SharedEnvPool, Start, evaluate_policy, play_starts
 from nemo_act.generation import BackendFactory, engine_placement
 from nemo_act.generation.base import GenerationRequest
 from nemo_act.generation.ray_pool import EnginePool
@@ -208,8 +208,8 @@ def run_step(step: str, factory, engines: int, cfg, work: Path, latency: float |
         starts = [Start(f"instant/{i}/0", f"t{i}", 0, ("reset", (f"t{i}", 0))) for i in range(INSTANT_EPISODES)]
         t1 = time.perf_counter()
         with envs:
-            play_starts(gen, cfg, starts, work / f"instant_{engines}_{cfg.env.lanes}.jsonl", None, 0,
-                        cfg.eval.sampling, 2, INSTANT_EPISODES // 2, progress=False, env_pool=envs)  # fmt: skip
+            play = Play(gen, cfg, 0, cfg.eval.sampling, 2, INSTANT_EPISODES // 2, progress=False, env_pool=envs)
+            play_starts(play, starts, work / f"instant_{engines}_{cfg.env.lanes}.jsonl", None)
     seconds = time.perf_counter() - t1
     stats = pool.stats()
     pool.close()

@@ -16,6 +16,7 @@ from nemo_act.evaluation.env_worker import with_deadline
 from nemo_act.evaluation.pool import EnvPool
 from nemo_act.evaluation.rollout import (
     EpisodeRecord,
+    Play,
     Scheduler,
     Start,
     aggregate,
@@ -159,7 +160,8 @@ def test_evaluation_records_a_hung_episode_as_failed_and_finishes_the_rest(hang_
     queue = [Start(f"scienceworld/{t}/0", t, 0, ("reset", (t, 0))) for t in ("a", "hang", "b")]
     log = ResumableJsonl(tmp_path / "episodes.jsonl", EpisodeRecord, key="episode_id")
     with log, EnvPool(partial(SleepyEnv, hang_on), 2, 1, call_timeout=1.0) as pool, tqdm(disable=True) as bar:
-        Scheduler(pool, RandomGenerator(), cfg, list(queue), 0, cfg.eval.sampling, None, log, bar, log.out).run()
+        play = Play(RandomGenerator(), cfg, 0, cfg.eval.sampling, 2, 1)
+        Scheduler(pool, play, list(queue), log, bar, log.out).run()
     records = {r.task_id: r for r in log.records}
     replays = [json.loads(x) for x in replays_path(log.out).read_text().splitlines()]
     assert set(records) == {"a", "hang", "b"}
@@ -194,8 +196,8 @@ def test_branched_starts_play_on_from_their_first_action_and_a_lost_one_is_recor
         Start("b#0", "b", 0, ("branch", ("b", "look")), past=prefix + (("b at 0", "look"),), first=first, max_steps=2),
         Start("lost#0", "lost", 0, ("branch", ("lost", "look")), first=first),
     ]
-    records = play_starts(RandomGenerator(), cfg, starts, tmp_path / "r.jsonl", partial(SleepyEnv), 0,
-                          cfg.eval.sampling, workers=1, envs_per_worker=2, progress=False)  # fmt: skip
+    play = Play(RandomGenerator(), cfg, 0, cfg.eval.sampling, workers=1, envs_per_worker=2, progress=False)
+    records = play_starts(play, starts, tmp_path / "r.jsonl", partial(SleepyEnv))
     a, b, lost = records
     assert [s["action"] for s in a.steps][:1] == ["look"] and a.steps[0]["observation"] == "a at 1"
     assert len(a.steps) == 2 and a.success and a.max_score == 100  # one policy step to the end
@@ -253,8 +255,9 @@ def test_two_lanes_step_envs_while_the_policy_answers_and_write_what_one_lane_wr
         with TimedPool(partial(SleepyEnv), 2, 2) as pool:
             pool.steps = []
             out = tmp_path / f"lanes{lanes}.jsonl"
-            records = play_starts(policy, cfg, starts, out, None, 0, cfg.eval.sampling, workers=2, envs_per_worker=2,
-                                  progress=False, env_pool=Given(pool))  # fmt: skip
+            play = Play(policy, cfg, 0, cfg.eval.sampling, workers=2, envs_per_worker=2, progress=False,
+                        env_pool=Given(pool))  # fmt: skip
+            records = play_starts(play, starts, out, None)
         assert [r.episode_id for r in records] == [s.key for s in starts] and all(r.success for r in records)
         files[lanes] = out.read_text()
         overlapped[lanes] = any(g0 < s0 and s1 < g1 for g0, g1 in policy.calls for s0, s1 in pool.steps)

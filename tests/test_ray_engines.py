@@ -152,7 +152,7 @@ def test_ray_env_workers_play_what_worker_processes_play(local_ray, tmp_path):
     from nemo_act.data.io import ResumableJsonl
     from nemo_act.evaluation.pool import EnvPool
     from nemo_act.evaluation.ray_env_pool import RayEnvPool
-    from nemo_act.evaluation.rollout import EpisodeRecord, Scheduler, Start
+    from nemo_act.evaluation.rollout import EpisodeRecord, Play, Scheduler, Start
     from nemo_act.generation import RandomGenerator
 
     cfg = load_config(overrides=["env.max_restarts=1"])
@@ -161,7 +161,8 @@ def test_ray_env_workers_play_what_worker_processes_play(local_ray, tmp_path):
         queue = [Start(f"x/{t}/0", t, 0, ("reset", (t, 0))) for t in ("a", "hang", "b", "c")]
         log = ResumableJsonl(tmp_path / f"{name}.jsonl", EpisodeRecord, key="episode_id")
         with log, kind(partial(test_env_pool.SleepyEnv, "step"), 2, 2, 1.0) as pool, tqdm(disable=True) as bar:
-            Scheduler(pool, RandomGenerator(), cfg, list(queue), 0, cfg.eval.sampling, None, log, bar, log.out).run()
+            play = Play(RandomGenerator(), cfg, 0, cfg.eval.sampling, 2, 2)
+            Scheduler(pool, play, list(queue), log, bar, log.out).run()
         records[name] = sorted((r.model_dump() for r in log.records), key=lambda r: r["episode_id"])
     assert records["ray"] == records["process"]
     hung = next(r for r in records["ray"] if r["task_id"] == "hang")

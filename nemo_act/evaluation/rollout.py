@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -165,87 +164,79 @@ class SharedEnvPool:
         self.close()
 
 
-def episode_id(benchmark: str, task: str, variation: int) -> str:
-    """Id of an evaluation episode (same form as the expert trajectory ids)."""
-    return f"{benchmark}/{task}/{variation}"
+@dataclass(frozen=True)
+class Play:
+    """How episodes are played: one value for what every episode of a step shares.
 
-
-def run_episodes(
-    generator: Generator,
-    cfg: ExperimentConfig,
-    episodes: Sequence[tuple[str, int]],
-    out_dir: str | Path,
-    seed: int,
-    sampling: SamplingConfig,
-    workers: int,
-    envs_per_worker: int,
-    gold: dict[str, Trajectory] | None = None,
-    progress: bool = True,
-    env_pool: SharedEnvPool | None = None,
-) -> dict[str, Any]:
-    """Play episodes with a policy and write ``episodes.jsonl`` and ``summary.json`` in ``out_dir``.
-
-    Args:
-        generator: The policy (HF checkpoint, ``random`` or ``gold``).
-        cfg: Experiment config (benchmark, prompt).
-        episodes: (task, variation) pairs.
-        out_dir: Folder for this seed's results (resumes an interrupted run there).
+    Attributes:
+        generator: The policy (HF checkpoint, ``random``, ``gold``, an engine pool).
+        cfg: Experiment config (benchmark, prompt, env).
         seed: Sampling seed.
         sampling: Temperature, top-p, max new tokens.
         workers: Env worker processes.
         envs_per_worker: Envs per worker (live episodes = workers * envs_per_worker).
         gold: Expert trajectories by episode id (for the gold policy).
         progress: Show a progress bar with the live completion rate.
-        env_pool: Env workers to play on (left running); None: started for these episodes, stopped after.
+        desc: The progress bar's label.
+        env_pool: Env workers to play on (left running); None: started when there is something to play,
+            stopped after.
+    """
+
+    generator: Generator
+    cfg: ExperimentConfig
+    seed: int
+    sampling: SamplingConfig
+    workers: int
+    envs_per_worker: int
+    gold: dict[str, Trajectory] | None = None
+    progress: bool = True
+    desc: str = "episodes"
+    env_pool: SharedEnvPool | None = None
+
+    @property
+    def seeded_per_request(self) -> bool:
+        """Whether the policy samples a request the same in any call (the one place this is decided for a step).
+
+        It decides both how many lanes ``env.lanes: auto`` gives and whether a lane's live episodes may share a
+        generate call (else one request per call, unless ``env.batch_episodes``).
+        """
+        return seeds_each_request(self.generator)
+
+
+def episode_id(benchmark: str, task: str, variation: int) -> str:
+    """Id of an evaluation episode (same form as the expert trajectory ids)."""
+    return f"{benchmark}/{task}/{variation}"
+
+
+def run_episodes(play: Play, episodes: Sequence[tuple[str, int]], out_dir: str | Path) -> dict[str, Any]:
+    """Play episodes from their reset and write ``episodes.jsonl`` and ``summary.json`` in ``out_dir``.
+
+    Args:
+        play: The policy, its seed and sampling, the env workers.
+        episodes: (task, variation) pairs.
+        out_dir: Folder for this seed's results (resumes an interrupted run there).
 
     Returns:
         The summary.
     """
     out_dir = Path(out_dir)
-    name = cfg.benchmark.name
+    name = play.cfg.benchmark.name
     starts = [Start(episode_id(name, t, v), t, v, ("reset", (t, v))) for t, v in episodes]
-    factory = _env_factory(cfg, expert=generator.name == "gold")
-    records = play_starts(
-        generator, cfg, starts, out_dir / "episodes.jsonl", factory, seed, sampling, workers, envs_per_worker,
-        gold=gold, progress=progress, desc=f"eval seed {seed}", env_pool=env_pool,
-    )  # fmt: skip
-    summary = summarize(records, seed, count_replays(out_dir / "episodes.jsonl"))
+    factory = _env_factory(play.cfg, expert=play.generator.name == "gold")
+    records = play_starts(play, starts, out_dir / "episodes.jsonl", factory)
+    summary = summarize(records, play.seed, count_replays(out_dir / "episodes.jsonl"))
     write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
 
 
-def play_starts(
-    generator: Generator,
-    cfg: ExperimentConfig,
-    starts: Sequence[Start],
-    out: str | Path,
-    factory: Any,
-    seed: int,
-    sampling: SamplingConfig,
-    workers: int,
-    envs_per_worker: int,
-    gold: dict[str, Trajectory] | None = None,
-    progress: bool = True,
-    desc: str = "episodes",
-    env_pool: SharedEnvPool | None = None,
-) -> list[EpisodeRecord]:
+def play_starts(play: Play, starts: Sequence[Start], out: str | Path, factory: Any) -> list[EpisodeRecord]:
     """Play episodes from their starts to the end with a policy; append each finished one to ``out`` (resumable).
 
     Args:
-        generator: The policy.
-        cfg: Experiment config (benchmark, prompt, env).
+        play: The policy, its seed and sampling, the env workers (``play.env_pool``'s are built by ``factory``).
         starts: How each episode begins (a reset, or a branch from a recorded state).
         out: JSONL of :class:`EpisodeRecord` (``<out>.partial`` until every episode is done).
         factory: Builds one env in a worker (must have the methods the starts call).
-        seed: Sampling seed.
-        sampling: Temperature, top-p, max new tokens.
-        workers: Env worker processes.
-        envs_per_worker: Envs per worker.
-        gold: Expert trajectories by episode id (for the gold policy).
-        progress: Show a progress bar with the live completion rate.
-        desc: The progress bar's label.
-        env_pool: Env workers built by ``factory`` to play on (left running); None: started when there is
-            something to play, stopped after.
 
     Returns:
         Every episode's record, in the order of ``starts`` (also their order in ``out``).
@@ -253,12 +244,13 @@ def play_starts(
     with ResumableJsonl(out, EpisodeRecord, key="episode_id") as log:
         done_ids = log.done_keys
         queue = [s for s in starts if s.key not in done_ids]
-        bar = tqdm(total=len(starts), initial=len(starts) - len(queue), desc=desc, disable=not progress)
+        bar = tqdm(total=len(starts), initial=len(starts) - len(queue), desc=play.desc, disable=not play.progress)
         with bar, contextlib.ExitStack() as stack:
             if queue:
-                if env_pool is None:
-                    env_pool = stack.enter_context(SharedEnvPool(cfg, factory, workers, envs_per_worker, len(queue)))
-                Scheduler(env_pool.get(), generator, cfg, queue, seed, sampling, gold, log, bar, Path(out)).run()
+                env_pool = play.env_pool or stack.enter_context(
+                    SharedEnvPool(play.cfg, factory, play.workers, play.envs_per_worker, len(queue))
+                )
+                Scheduler(env_pool.get(), play, queue, log, bar, Path(out)).run()
         keys = [s.key for s in starts]
         log.finish(order=keys)  # lanes finish episodes in an order that depends on timing: the file does not
     return log.ordered(keys)
@@ -331,29 +323,20 @@ class Scheduler:
     """
 
     def __init__(
-        self,
-        pool: EnvPool,
-        generator: Generator,
-        cfg: ExperimentConfig,
-        queue: list[Start],
-        seed: int,
-        sampling: SamplingConfig,
-        gold: dict[str, Trajectory] | None,
-        log: ResumableJsonl,
-        bar: tqdm,
-        out: Path,
+        self, pool: EnvPool, play: Play, queue: list[Start], log: ResumableJsonl, bar: tqdm, out: Path
     ) -> None:
-        self.pool, self.cfg, self.seed, self.sampling, self.gold = pool, cfg, seed, sampling, gold
+        cfg = play.cfg
+        self.pool, self.cfg, self.seed, self.sampling, self.gold = pool, cfg, play.seed, play.sampling, play.gold
         self.log, self.bar, self.out = log, bar, out
-        engines, split = getattr(generator, "engines", 1), getattr(generator, "split", None)  # an EnginePool's
-        n = max(1, min(lanes_for(cfg.env.lanes, engines, split == "even"), pool.size, len(queue)))
+        engines = getattr(play.generator, "engines", 1)  # an EnginePool's
+        n = max(1, min(lanes_for(cfg.env.lanes, engines, play.seeded_per_request), pool.size, len(queue)))
         self.lanes = [_Lane(slots=[s for s in range(pool.size) if s % n == i], queue=queue[i::n]) for i in range(n)]
         for lane in self.lanes:
             lane.free = lane.slots[: len(lane.queue)]  # popped from the end (one lane: the slots as before lanes)
         self.lane_of = {s: lane for lane in self.lanes for s in lane.slots}
         self.replays: dict[str, int] = {}  # episode -> times it was started again (in this invocation)
-        self.policy = _serialized(generator)
-        if not (cfg.env.batch_episodes or seeds_each_request(generator)):
+        self.policy = _serialized(play.generator)
+        if not (cfg.env.batch_episodes or play.seeded_per_request):
             self.policy = _one_request_per_call(self.policy)
 
     def run(self) -> None:
@@ -408,32 +391,42 @@ class Scheduler:
         self.bar.set_postfix(success=f"{sum(r.success for r in self.log.records)}/{len(self.log.records)}")
 
     def _start(self, lane: _Lane) -> None:
-        """STARTING: begin the lane's next episodes in its free slots (until one is live or its queue is empty)."""
+        """STARTING: begin the lane's next episodes in its free slots, until one is live or its queue is empty.
+
+        One round fills every free slot and begins those episodes (beside those still live). A round can leave
+        nothing live (each start failed, ended at once, or lost its worker: their slots are free again, a lost
+        one's episode queued again), and a lane with nothing live asks no call: then another round starts, while
+        slots and episodes are left.
+        """
         lane.phase = Phase.STARTING
         while lane.free and lane.queue:
-            while lane.free and lane.queue:
-                slot, ep = lane.free.pop(), lane.queue.pop(0)
-                lane.starting[slot] = ep
-            # in slot order, not in the order workers answered: which slot frees first decides where the next
-            # episode goes, and so its place in a batched call (env.batch_episodes), so a rerun repeats
-            for slot, view in sorted(self.pool.run({s: ep.call for s, ep in lane.starting.items()}).items()):
-                ep = lane.starting[slot]
-                if isinstance(view, str):  # a branch that could not be restored: recorded, not retried
-                    self.log.append([_failed(ep, self.seed, view)])
-                    lane.free.append(slot)
-                    self.bar.update(1)
-                    continue
-                steps = [dict(s) for s in ep.first]
-                live = lane.live[slot] = _Live(start=ep, view=as_observation(view), past=list(ep.past), steps=steps)
-                if ep.first:  # the branched action's own step, completed from what the env showed
-                    live.steps[-1].update(score=live.view.score, observation=live.view.observation)
-                    live.max_score = live.view.score
-                    if _ended(live, self.cfg):
-                        self._finish(lane, slot)
-            self._requeue_lost()
-            lane.starting = {}
-            if lane.live:
+            self._start_round(lane)
+            if lane.live:  # the usual case: one round
                 return
+
+    def _start_round(self, lane: _Lane) -> None:
+        """Deal the lane's next episodes to its free slots and begin them (:meth:`_start`'s one round)."""
+        while lane.free and lane.queue:
+            slot, ep = lane.free.pop(), lane.queue.pop(0)
+            lane.starting[slot] = ep
+        # in slot order, not in the order workers answered: which slot frees first decides where the next
+        # episode goes, and so its place in a batched call (env.batch_episodes), so a rerun repeats
+        for slot, view in sorted(self.pool.run({s: ep.call for s, ep in lane.starting.items()}).items()):
+            ep = lane.starting[slot]
+            if isinstance(view, str):  # a branch that could not be restored: recorded, not retried
+                self.log.append([_failed(ep, self.seed, view)])
+                lane.free.append(slot)
+                self.bar.update(1)
+                continue
+            steps = [dict(s) for s in ep.first]
+            live = lane.live[slot] = _Live(start=ep, view=as_observation(view), past=list(ep.past), steps=steps)
+            if ep.first:  # the branched action's own step, completed from what the env showed
+                live.steps[-1].update(score=live.view.score, observation=live.view.observation)
+                live.max_score = live.view.score
+                if _ended(live, self.cfg):
+                    self._finish(lane, slot)
+        self._requeue_lost()
+        lane.starting = {}
 
     def _ask(self, lane: _Lane, executor: ThreadPoolExecutor | None) -> None:
         """ASKING: send the lane's live episodes to the policy (in a thread when there are several lanes)."""
@@ -638,8 +631,8 @@ def evaluate_policy(
     tasks: Sequence[str] | None = None,
     max_variations: int | None = None,
     seeds: Sequence[int] | None = None,
-    workers: int = 1,
-    envs_per_worker: int = 4,
+    workers: int | None = None,
+    envs_per_worker: int | None = None,
     gold: dict[str, Trajectory] | None = None,
     progress: bool = True,
     env_pool: SharedEnvPool | None = None,
@@ -654,8 +647,8 @@ def evaluate_policy(
         tasks: Restrict to these tasks.
         max_variations: Variations per task (default: ``benchmark.max_variations``).
         seeds: Sampling seeds (default: ``eval.seeds``).
-        workers: Env worker processes.
-        envs_per_worker: Envs per worker.
+        workers: Env worker processes (default: ``pipeline.eval.workers``).
+        envs_per_worker: Envs per worker (default: ``pipeline.eval.envs_per_worker``).
         gold: Expert trajectories by id (gold policy).
         progress: Show progress bars.
         env_pool: Env workers to play on (left running); None: one set for all seeds (the envs, a JVM each on
@@ -668,13 +661,17 @@ def evaluate_policy(
     episodes = list_episodes(cfg, split, tasks, max_variations)
     out_dir = Path(out_dir)
     seeds = list(cfg.eval.seeds if seeds is None else seeds)
+    workers = cfg.pipeline.eval.workers if workers is None else workers
+    envs_per_worker = cfg.pipeline.eval.envs_per_worker if envs_per_worker is None else envs_per_worker
     with contextlib.ExitStack() as stack:
         if env_pool is None:
             factory = _env_factory(cfg, expert=generator.name == "gold")
             env_pool = stack.enter_context(SharedEnvPool(cfg, factory, workers, envs_per_worker, len(episodes)))
-        play = partial(run_episodes, generator, cfg, episodes, sampling=cfg.eval.sampling, workers=workers,
-                       envs_per_worker=envs_per_worker, gold=gold, progress=progress, env_pool=env_pool)  # fmt: skip
-        summaries = [play(out_dir=out_dir / f"seed_{s}", seed=s) for s in seeds]
+        summaries = []
+        for s in seeds:
+            play = Play(generator, cfg, s, cfg.eval.sampling, workers, envs_per_worker, gold, progress,
+                        f"eval seed {s}", env_pool)  # fmt: skip
+            summaries.append(run_episodes(play, episodes, out_dir / f"seed_{s}"))
     result = aggregate(summaries) | {
         "policy": generator.name,
         "benchmark": bench.name,

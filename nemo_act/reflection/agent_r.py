@@ -156,7 +156,7 @@ def build_agent_r(
     Returns:
         Counts (episodes, kept, why not) and the audit file; a finished build with the same parameters is reused.
     """
-    from nemo_act.evaluation.rollout import episode_id, run_episodes
+    from nemo_act.evaluation.rollout import Play, episode_id, run_episodes
 
     experts, folder = Path(experts), Path(folder)
     out = folder / "revisions.jsonl"
@@ -171,10 +171,8 @@ def build_agent_r(
     episodes = [(t.task_id, int(t.variation or 0)) for t in trajectories]
     gold = {episode_id(cfg.benchmark.name, t, v): traj for (t, v), traj in zip(episodes, trajectories, strict=True)}
     ar = cfg.agent_r
-    run_episodes(
-        generator, cfg, episodes, folder / "rollouts", ar.seed, ar.sampling, workers, ar.envs_per_worker,
-        gold=gold, progress=progress,
-    )  # fmt: skip
+    play = Play(generator, cfg, ar.seed, ar.sampling, workers, ar.envs_per_worker, gold, progress, "agent-r rollouts")
+    run_episodes(play, episodes, folder / "rollouts")
     rollouts = {r.episode_id: r for r in read_jsonl(folder / "rollouts" / "episodes.jsonl", _episode_record())}
     records = []
     for t in trajectories:

@@ -41,7 +41,7 @@ from nemo_act.data.io import ResumableJsonl, read_all, read_jsonl, write_jsonl
 from nemo_act.data.manifest import Summary, file_sha256
 from nemo_act.data.records import Trajectory, _Record
 from nemo_act.data.resumable import ResumableStep
-from nemo_act.evaluation.rollout import EpisodeRecord, play_starts
+from nemo_act.evaluation.rollout import EpisodeRecord, Play, play_starts
 from nemo_act.generation.base import GenerationRequest
 from nemo_act.prompts.render import as_messages, critique_prompt, deliberation_prompt
 from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
@@ -166,10 +166,9 @@ def _roll_on(
         if all(s.key in finished for s in starts):
             return finished
     factory = functools.partial(BranchingEnv, cfg.benchmark)
-    records = play_starts(
-        generator, cfg, starts, out, factory, sd.seed, sd.rollout_sampling, workers,
-        sd.envs_per_worker, progress=progress, desc="sand roll-on",
-    )  # fmt: skip
+    play = Play(generator, cfg, sd.seed, sd.rollout_sampling, workers, sd.envs_per_worker, progress=progress,
+                desc="sand roll-on")  # fmt: skip
+    records = play_starts(play, starts, out, factory)
     return {r.episode_id: r for r in records}
 
 
