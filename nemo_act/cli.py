@@ -7,21 +7,51 @@ Every subcommand takes ``--config FILE`` (default ``conf/config.yaml``) and trai
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from nemo_act.benchmarks.base import usable_adapters
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+from rich.table import Table
+
+from nemo_act import stage_data, stage_kinds
+from nemo_act.analysis.intervention import run_intervention
+from nemo_act.benchmarks.base import adapter_of, usable_adapters
+from nemo_act.benchmarks.base import registered as benchmarks
+from nemo_act.common import paths
 from nemo_act.common.numerics import apply_cpu_numerics
 from nemo_act.common.paths import conf_root
+from nemo_act.common.plugins import load
 from nemo_act.common.quiet import quiet_libraries
-from nemo_act.common.runlock import LockedError
+from nemo_act.common.runlock import LockedError, RunLock
 from nemo_act.common.write_errors import write_failure
 from nemo_act.config import ConfigError, ExperimentConfig, group_options, load_config, to_yaml
-from nemo_act.data.io import RecordError
+from nemo_act.config.load import find_conf
+from nemo_act.data.io import RecordError, read_jsonl, write_text_atomic
+from nemo_act.data.records import Pair
+from nemo_act.engines import engine_for, engine_named, shipped_engines, train_stage
+from nemo_act.evaluation.rollout import evaluate_policy, load_gold, summary_line
+from nemo_act.evaluation.selection import forced_choice, free_selection, selection_sampling
+from nemo_act.generation import held, make_pairs_generator, open_generators
 from nemo_act.inputs import require
-from nemo_act.stage_kinds import STAGE_KINDS
+from nemo_act.prompts.render import generation_prompt, selection_prompt
+from nemo_act.reasoning.data import load_problems
+from nemo_act.reasoning.run import evaluate_reasoning
+from nemo_act.report import load_run, paper_table, plot_runs, results_table, write_markdown
+from nemo_act.run.bench import run_bench
+from nemo_act.run.demo import run_demo
+from nemo_act.run.pipeline import PipelineRunner
+from nemo_act.run.plan import checklist, print_plan
+from nemo_act.stage_data import stage_experiment
+from nemo_act.stage_kinds import STAGE_KINDS, built_kinds, stage_kind
+from nemo_act.steps.experts import collect_experts, data_warnings, import_rollouts
+from nemo_act.steps.pairs import collect_pairs
+from nemo_act.tiny_model import build_tiny_model
 
 
 class UsageError(Exception):
@@ -47,9 +77,6 @@ def _cfg(args: argparse.Namespace, extra: Sequence[str] = ()) -> ExperimentConfi
     Its benchmark's adapter is checked against the protocol and its engine found, so a broken plugin is named
     before any work.
     """
-    from nemo_act.benchmarks.base import adapter_of
-    from nemo_act.engines import engine_for
-
     cfg = load_config(args.config, _overrides(args, extra))
     apply_cpu_numerics(cfg.cpu_numerics)
     try:
@@ -75,10 +102,6 @@ def _lock(target: str | Path, cfg: ExperimentConfig, is_file: bool = False):
 
     Under ``NEMO_ACT_DRY_RUN=1`` (nothing is written) no lock is taken.
     """
-    import contextlib
-
-    from nemo_act.common.runlock import RunLock
-
     if os.environ.get("NEMO_ACT_DRY_RUN") == "1":
         return contextlib.nullcontext()
     command = " ".join(["nemo-act", *sys.argv[1:]])
@@ -99,9 +122,6 @@ def registered(engine: str) -> dict[str, list[tuple[str, str, str]]]:
     rewards their score function's, engines the module of their ``ENGINE``: the ones nemo-act ships and
     ``engine`` (the config's ``engine.name``), which may be yours.
     """
-    from nemo_act.benchmarks.base import registered as benchmarks
-    from nemo_act.engines import engine_named, shipped_engines
-    from nemo_act.stage_kinds import DATA_KINDS, REWARD_KINDS, STAGE_KINDS
 
     def module(ref: str | None) -> str:
         return ref.split(":")[0] if ref else "runner"
@@ -111,9 +131,10 @@ def registered(engine: str) -> dict[str, list[tuple[str, str, str]]]:
     return {
         "benchmarks": benchmarks(),
         "stage kinds": [(k.name, f"{k.algorithm} on {k.data}" + (f", reward {k.reward}" if k.reward else ""),
-                         module(k.rows)) for k in STAGE_KINDS.values()],
-        "data kinds": [(d.name, d.audit or "", module(d.builder)) for d in DATA_KINDS.values()],
-        "rewards": [(r.name, r.values, module(r.score)) for r in REWARD_KINDS.values()],
+                         module(k.rows))
+                        for k in stage_kinds.STAGE_KINDS.values()],
+        "data kinds": [(d.name, d.audit or "", module(d.builder)) for d in stage_kinds.DATA_KINDS.values()],
+        "rewards": [(r.name, r.values, module(r.score)) for r in stage_kinds.REWARD_KINDS.values()],
         "engines": [(name, (type(engine).__doc__ or "").strip().splitlines()[0], type(engine).__module__)
                     for name, engine in ((n, engine_named(n)) for n in engines)],
     }  # fmt: skip
@@ -121,9 +142,6 @@ def registered(engine: str) -> dict[str, list[tuple[str, str, str]]]:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     """List the registered benchmarks, stage kinds, data kinds, rewards and engines with their origin module."""
-    from rich.console import Console
-    from rich.table import Table
-
     cfg = _cfg(args)  # its extensions register their kinds on import
     console = Console(width=max(Console().width, 120))
     for kind, rows in registered(cfg.engine.name).items():
@@ -144,8 +162,6 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def cmd_tiny_model(args: argparse.Namespace) -> int:
     """Build the tiny random Qwen3 + tokenizer."""
-    from nemo_act.tiny_model import build_tiny_model
-
     cfg = _cfg(args, ["model=tiny"])
     out = build_tiny_model(args.out or cfg.model.name_or_path, cfg.model.tiny, corpus=args.corpus)
     print(f"tiny model written to {out}")
@@ -154,9 +170,6 @@ def cmd_tiny_model(args: argparse.Namespace) -> int:
 
 def cmd_experts(args: argparse.Namespace) -> int:
     """Collect expert trajectories."""
-    from nemo_act.benchmarks.base import adapter_of
-    from nemo_act.steps.experts import collect_experts
-
     extra = [f"benchmark.data_dir={args.data_dir}"] if args.data_dir else []
     cfg = _cfg(args, extra)
     if not args.split and not args.from_rollouts:
@@ -164,8 +177,6 @@ def cmd_experts(args: argparse.Namespace) -> int:
     tasks = [t for t in args.tasks.split(",") if t] if args.tasks else None
     with _lock(args.out, cfg, is_file=True):
         if args.from_rollouts:
-            from nemo_act.steps.experts import import_rollouts
-
             summary = import_rollouts(cfg, args.from_rollouts, args.out)
         else:
             summary = collect_experts(
@@ -192,17 +203,12 @@ def cmd_experts(args: argparse.Namespace) -> int:
 
 def _print_data_warnings(cfg: ExperimentConfig, experts: str | Path) -> None:
     """The experts file's data warnings (:func:`nemo_act.steps.experts.data_warnings`), one line each."""
-    from nemo_act.steps.experts import data_warnings
-
     for line in data_warnings(cfg, experts):
         print(f"warning: {line}")
 
 
 def cmd_pairs(args: argparse.Namespace) -> int:
     """Build ACT pairs."""
-    from nemo_act.generation import held, make_pairs_generator
-    from nemo_act.steps.pairs import collect_pairs
-
     cfg = _cfg(args)
     require({"--policy": args.policy}, {"--experts": args.experts})
     _print_data_warnings(cfg, args.experts)
@@ -228,10 +234,6 @@ def cmd_pairs(args: argparse.Namespace) -> int:
 
 def cmd_reflection(args: argparse.Namespace) -> int:
     """Build a reflection baseline's data (a built data kind of the registry) and print what it kept and dropped."""
-    from nemo_act.common.plugins import load
-    from nemo_act.generation import open_generators
-    from nemo_act.stage_kinds import built_kinds
-
     cfg = _cfg(args)  # first: the config's extensions may register the method
     kinds = built_kinds()
     if args.method not in kinds:
@@ -254,10 +256,6 @@ def cmd_reflection(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print the prompts of one pair (what the model sees)."""
-    from nemo_act.data.io import read_jsonl
-    from nemo_act.data.records import Pair
-    from nemo_act.prompts.render import generation_prompt, selection_prompt
-
     cfg = _cfg(args)
     for i, pair in enumerate(read_jsonl(args.pairs, Pair)):
         if i == args.index:
@@ -272,11 +270,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train one stage from a checkpoint on pairs or experts."""
-    from nemo_act import stage_data
-    from nemo_act.engines import train_stage
-    from nemo_act.stage_data import stage_experiment
-    from nemo_act.stage_kinds import stage_kind
-
     cfg = _cfg(args)  # first: the config's extensions may register the stage kind
     try:
         stage_kind(args.stage)
@@ -295,10 +288,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_eval_reasoning(args: argparse.Namespace) -> int:
     """Evaluate a policy on MATH-500 or GPQA-Diamond (the paper's sampling, seeds) and print the accuracy."""
-    from nemo_act.generation import open_generators
-    from nemo_act.reasoning.data import load_problems
-    from nemo_act.reasoning.run import evaluate_reasoning
-
     cfg = _cfg(args)
     data = args.data or getattr(cfg.reasoning, args.set, None)
     require({"--policy": args.policy}, {"--data" if args.data else f"reasoning.{args.set}": data})
@@ -326,8 +315,6 @@ def cmd_eval_reasoning(args: argparse.Namespace) -> int:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     """Run an analysis of checkpoints (the rationale intervention) and print its table."""
-    from nemo_act.analysis.intervention import run_intervention
-
     cfg = _cfg(args)
     checkpoints: dict[str, str] = {}
     if args.run:
@@ -352,11 +339,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate a policy in the benchmark env (and its selection accuracy on pairs)."""
-    from nemo_act.generation import open_generators
-
     extra = [f"benchmark.data_dir={args.data_dir}"] if args.data_dir else []
     cfg = _cfg(args, extra)
-    from nemo_act.benchmarks.base import adapter_of
 
     if args.policy == "gold" and not args.experts and not adapter_of(cfg.benchmark).LIVE_EXPERT_ACTION:
         raise UsageError("--policy gold replays experts: pass --experts FILE for the split")
@@ -368,15 +352,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace, cfg: ExperimentConfig, generator, out: Path) -> int:
     """The body of :func:`cmd_eval`, under the output folder's lock."""
-    import json
-
-    from nemo_act.evaluation.rollout import evaluate_policy, load_gold, summary_line
-
     if args.pairs:
-        from nemo_act.data.io import read_jsonl, write_text_atomic
-        from nemo_act.data.records import Pair
-        from nemo_act.evaluation.selection import forced_choice, free_selection, selection_sampling
-
         pairs = list(read_jsonl(args.pairs, Pair))
         free, _rows = free_selection(generator, pairs, cfg, selection_sampling(cfg), cfg.seed)
         result = {"free": free}
@@ -414,16 +390,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.pipeline, _overrides(args))
     apply_cpu_numerics(cfg.cpu_numerics)
     if os.environ.get("NEMO_ACT_DRY_RUN") == "1":  # the whole plan, nothing run
-        from nemo_act.run.pipeline import PipelineRunner
-        from nemo_act.run.plan import print_plan
-
         print_plan(PipelineRunner(cfg, args.run_dir))
         return 0
     # the lock before the heavy imports: a second writer stops at once; the runner checks the inputs first thing,
     # and a run stopped there leaves no folder (the lock takes back what it made when nothing was written)
     with _lock(args.run_dir or cfg.run_dir, cfg):
-        from nemo_act.run.pipeline import PipelineRunner
-
         log = PipelineRunner(cfg, args.run_dir).run(only=args.only)
     if args.only == "experts":
         print(f"experts collected: {', '.join(log['experts'])}")
@@ -434,11 +405,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_cluster_check(args: argparse.Namespace) -> int:
     """Preflight checks of a run on its engine (cluster: models offline, every step's interpreter, the simulator)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from nemo_act.engines import engine_for
-
     cfg = load_config(args.pipeline, _overrides(args))
     engine = engine_for(cfg)
     checks = engine.preflight(cfg, Path(args.run_dir) if args.run_dir else None, args.download_models)
@@ -457,10 +423,6 @@ def cmd_cluster_check(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Check a cluster recipe's layout and estimate memory per GPU; exit 1 when a rule refuses it."""
-    from omegaconf import DictConfig, OmegaConf
-
-    from nemo_act.engines import engine_for
-
     raw = OmegaConf.load(args.pipeline) if Path(args.pipeline).is_file() else None
     if raw is not None and (not isinstance(raw, DictConfig) or "defaults" not in raw):
         raise UsageError(
@@ -482,9 +444,6 @@ def _example_recipe() -> str:
 
 def cmd_checklist(args: argparse.Namespace) -> int:
     """Which steps of a run finished, and where each one's log is (printed by slurm/act_preflight.sub)."""
-    from nemo_act.run.pipeline import PipelineRunner
-    from nemo_act.run.plan import checklist
-
     rows = checklist(PipelineRunner(load_config(args.pipeline, _overrides(args)), args.run_dir), args.log_dir)
     width = max(len(r["step"]) for r in rows)
     for r in rows:
@@ -497,10 +456,6 @@ def cmd_checklist(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Print the results table of run folders and write the plots."""
-    from rich.console import Console
-
-    from nemo_act.report import load_run, paper_table, plot_runs, results_table, write_markdown
-
     runs = [load_run(d) for d in args.runs]
     table, rows = results_table(runs)
     Console(width=160).print(table)
@@ -519,9 +474,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the embedded-default pipeline on the tiny model."""
-    from nemo_act.config.load import find_conf
-    from nemo_act.run.demo import run_demo
-
     cfg = load_config(args.config or find_conf("demo.yaml"), _overrides(args))
     apply_cpu_numerics(cfg.cpu_numerics)
     with _lock(args.out or cfg.run_dir, cfg):
@@ -530,8 +482,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Compare arms over training seeds on one fold, with intervals (``nemo-act bench``)."""
-    from nemo_act.run.bench import run_bench
-
     cfg = load_config(args.bench, _overrides(args))
     apply_cpu_numerics(cfg.cpu_numerics)
     out = Path(args.run_dir or cfg.run_dir)
@@ -554,19 +504,14 @@ def cmd_convert(argv: Sequence[str]) -> int:
     ``$NEMO_ACT_CONVERT_PYTHON``, else the repository's ``.venv-megatron`` once ``make test-megatron``
     has finished building it, else the Megatron worker venv inside the NeMo-RL image, else this interpreter.
     """
-    import os
-    import subprocess
-
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in CONVERT_TOOLS:
         print(f"usage: nemo-act convert {{{','.join(CONVERT_TOOLS)}}} [ARGS...] (ARGS: the tool's own --help)")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
-    from nemo_act.common.paths import checkout_root, convert_root
 
-    script = convert_root() / f"{argv[0].replace('-', '_')}.py"
+    script = paths.convert_root() / f"{argv[0].replace('-', '_')}.py"
     if not script.exists():
         raise UsageError(f"{script} not found: this nemo-act install lacks its converters")
-    venv = (checkout_root() or Path("/nonexistent")) / ".venv-megatron"
-    from nemo_act.engines import engine_named, shipped_engines
+    venv = (paths.checkout_root() or Path("/nonexistent")) / ".venv-megatron"
 
     # the checkout's venv only once `make` finished it (its stamp): one still being built has no torch yet;
     # then the Megatron interpreter an engine's installation provides (the NeMo-RL image's worker venv);

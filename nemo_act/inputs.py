@@ -15,7 +15,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import yaml
+
+from nemo_act.config.load import conf_root
 from nemo_act.generation.simple import NOT_MODELS
+from nemo_act.stage_data import expand
+from nemo_act.stage_kinds import needs_pairs
 
 if TYPE_CHECKING:
     from nemo_act.config.schema import ExperimentConfig
@@ -32,10 +37,6 @@ def could_be_tiny_model(name: str) -> bool:
     for what reads as a local path (absolute, ``./``, ``../``, ``~``, or in a folder that exists here); False for a
     name like ``Qwen/Qwen3-8BB``, a misspelled hub id that a hint would turn into a random model under that name.
     """
-    import yaml
-
-    from nemo_act.config.load import conf_root
-
     if Path(name).exists():
         return False
     tiny_paths = set()
@@ -161,9 +162,6 @@ def run_inputs(cfg: ExperimentConfig, only: str | None = None) -> None:
     Raises:
         MissingInputs: naming each config key and what is wrong with its value.
     """
-    from nemo_act.stage_data import expand
-    from nemo_act.stage_kinds import needs_pairs
-
     p = cfg.pipeline
     stages = expand(p.stages, cfg)
     init = p.init or cfg.model.name_or_path

@@ -368,3 +368,21 @@ def test_the_benchmark_name_check_finds_a_planted_name(tmp_path):
         "nemo_act/cli.py:1: 'nemo_act.benchmarks.webshop_setup'",
         "nemo_act/report/table.py:5: 'alfworld_ood'",
     ]
+
+
+def test_the_command_line_starts_without_a_heavy_dependency():
+    """Issue 47: imports are at the top of modules but for the heavy ones pyproject.toml lists (ruff TID253), so
+    importing the CLI, which imports the whole core, loads none of them (``nemo-act --help`` stays fast)."""
+    import subprocess
+    import sys
+    import tomllib
+
+    ruff = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
+    heavy = ruff["flake8-tidy-imports"]["banned-module-level-imports"]
+    assert {"torch", "ray", "nemo_rl", "numpy", "nemo_act.engines.local.stages"} <= set(heavy)
+    assert {"PLC0415", "TID253", "C901"} <= set(ruff["select"]) and ruff["mccabe"]["max-complexity"] == 15
+    code = "import sys, nemo_act.cli; print(' '.join(sorted(sys.modules)))"
+    loaded = set(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    )
+    assert "nemo_act.run.pipeline" in loaded and sorted(set(heavy) & loaded) == []

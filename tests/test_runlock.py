@@ -183,7 +183,8 @@ def test_two_runs_on_one_folder(tiny_model_dir, sw_experts, tmp_path):
         return proc
 
     first = start_and_wait_for_lock()
-    # -X importtime lists every module the refused process imported: it stops before torch and the trainers,
+    # -X importtime lists every module the refused process imported: it stops before torch and the trainers (the
+    # core's own modules are imported at the CLI's start: they load no heavy dependency, pyproject's TID253),
     # i.e. at start-up, whatever the machine's load (a wall-time bound would measure the load)
     second = subprocess.run([sys.executable, "-X", "importtime", *cmd[1:]], env=env, capture_output=True, text=True)
     assert second.returncode == 2, second.stderr[-3000:]
@@ -192,7 +193,7 @@ def test_two_runs_on_one_folder(tiny_model_dir, sw_experts, tmp_path):
     }
     assert (
         "nemo_act.common.runlock" in imported
-        and not {"torch", "transformers", "trl", "nemo_act.run.pipeline"} & imported
+        and not {"torch", "transformers", "trl", "nemo_act.engines.local.stages"} & imported
     )
     said = [line for line in second.stderr.splitlines() if not line.startswith("import time:")]
     assert len(said) == 1 and said[0].startswith("error: ") and "another nemo-act process writes here" in said[0]

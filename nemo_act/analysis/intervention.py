@@ -34,9 +34,11 @@ from nemo_act.data.io import read_jsonl, write_jsonl, write_text_atomic
 from nemo_act.data.records import Pair, _Record
 from nemo_act.evaluation.selection import classify, selection_requests
 from nemo_act.evaluation.stats import proportion
+from nemo_act.generation import make_generator
 from nemo_act.generation.base import GenerationRequest
 from nemo_act.prompts.render import as_messages, rationale_prompt
 from nemo_act.rewards import same_action
+from nemo_act.run.cache import checkpoint_fingerprint
 
 CONDITIONS = ("free", "no_rationale", "injected")
 THINK_CLOSED = "<think>\n\n</think>\n\n"
@@ -180,8 +182,6 @@ def run_intervention(
     Returns:
         Per checkpoint, per condition: the summary.
     """
-    from nemo_act.generation import make_generator
-
     make = make or (lambda name: make_generator(name, cfg))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -194,8 +194,6 @@ def run_intervention(
                                       [p.pair_id for p in pairs], writer_name])).hex()  # fmt: skip
     results: dict[str, dict[str, Any]] = {}
     for name, ckpt in checkpoints.items():
-        from nemo_act.run.cache import checkpoint_fingerprint
-
         stamp = key_digest(settings, checkpoint_fingerprint(ckpt)).hex()
         results[name] = {}
         generator = None

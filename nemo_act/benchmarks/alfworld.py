@@ -28,11 +28,13 @@ import json
 import os
 import random
 from collections.abc import Callable, Sequence
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
+from nemo_act.benchmarks import textworld_compat
 from nemo_act.benchmarks.base import Observation
 from nemo_act.config.schema import BenchmarkConfigBase
 from nemo_act.data.records import Step, Trajectory
@@ -120,8 +122,6 @@ def game_id(root: Path, game: Path) -> str:
 
 def rebuilt_game(root: Path, gid: str, cache_dir: Path) -> Path:
     """The game file of ``gid`` rebuilt with the installed ALFWorld's domain and grammar (cached)."""
-    from importlib.metadata import version
-
     from alfworld.agents.utils.misc import add_task_to_grammar
     from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
 
@@ -181,8 +181,6 @@ class EpisodeEnv:
             AlfredInfos,
         )
         from textworld.envs import PddlEnv
-
-        from nemo_act.benchmarks import textworld_compat
 
         textworld_compat.apply()  # Python 3.13 (NeMo-RL's image): its grammar eval lost its variables
         self.cfg = cfg

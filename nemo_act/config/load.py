@@ -39,8 +39,11 @@ import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ValidationError
 
+from nemo_act import stage_kinds
 from nemo_act.common.paths import conf_root, conf_roots, find_conf  # noqa: F401  (conf_root re-exported)
+from nemo_act.common.plugins import config_class, import_module
 from nemo_act.config.schema import BenchmarkConfigBase, ExperimentConfig
+from nemo_act.stage_kinds import import_extensions
 
 
 class ConfigError(ValueError):
@@ -229,12 +232,8 @@ def _known_keys(path: list[str], tree: dict[str, Any]) -> list[str]:
     """
     model: Any = ExperimentConfig
     if path == ["train"]:  # the blocks the registered stage kinds name
-        from nemo_act.stage_kinds import STAGE_KINDS
-
-        return sorted({k.train for k in STAGE_KINDS.values()} | {"report_to"})
+        return sorted({k.train for k in stage_kinds.STAGE_KINDS.values()} | {"report_to"})
     if path[:1] == ["benchmark"]:
-        from nemo_act.common.plugins import config_class, import_module
-
         try:
             module = import_module(tree["benchmark"]["adapter"], "benchmark.adapter")
             model = config_class(module, "benchmark.adapter", BenchmarkConfigBase)
@@ -305,8 +304,6 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     tree = OmegaConf.to_container(cfg, resolve=True)
     source = str(resolve_config_path(path) if path is not None else _root_config())
     if isinstance(tree.get("extensions"), list):  # here, so a failed import names the file
-        from nemo_act.stage_kinds import import_extensions
-
         try:
             import_extensions(tree["extensions"], source)
         except ValueError as err:

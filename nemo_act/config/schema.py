@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -27,6 +28,7 @@ from pydantic import (
 
 from nemo_act import stage_kinds
 from nemo_act.common import plugins
+from nemo_act.common.paths import conf_root
 
 
 class _Strict(BaseModel):
@@ -530,10 +532,6 @@ class DemoConfig(_Strict):
 
 def _packaged_block(key: str) -> Any:
     """A block of the packaged root config (``conf/config.yaml``), for a run config written before the block was."""
-    import yaml
-
-    from nemo_act.common.paths import conf_root
-
     return yaml.safe_load((conf_root() / "config.yaml").read_text(encoding="utf-8"))[key]
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nemo_act import inputs
 from nemo_act.common import plugins
 from nemo_act.config.schema import ExperimentConfig
 
@@ -96,8 +97,6 @@ class Engine(ABC):
 
     def preflight(self, cfg: ExperimentConfig, run_dir: Path | None, download_models: bool) -> list[Check]:
         """Checks before a run: models, interpreters, the simulator (``nemo-act cluster-check``)."""
-        from nemo_act import inputs
-
         try:
             inputs.run_inputs(cfg, None)
         except inputs.MissingInputs as err:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nemo_act.evaluation.pool import EnvPool
+from nemo_act.evaluation.ray_env_pool import RayEnvPool  # imports Ray: only when asked for
 
 
 def make_env_pool(
@@ -22,7 +23,5 @@ def make_env_pool(
         call_timeout: Deadline of one env call in seconds; None: none.
     """
     if kind == "ray" or (kind == "auto" and os.environ.get("RAY_ADDRESS")):
-        from nemo_act.evaluation.ray_env_pool import RayEnvPool  # imports Ray: only when asked for
-
         return RayEnvPool(factory, workers, envs_per_worker, call_timeout)
     return EnvPool(factory, workers, envs_per_worker, call_timeout)

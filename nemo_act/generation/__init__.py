@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nemo_act.config.schema import ExperimentConfig, GenerationConfig
+from nemo_act.data.io import read_jsonl
+from nemo_act.data.records import Trajectory
+from nemo_act.generation import vllm as vllm_backend
 from nemo_act.generation.base import GenerationRequest, Generator, close_generator
+from nemo_act.generation.hf import HFGenerator
+from nemo_act.generation.ray_pool import EnginePlacement, EnginePool, auto_engines, connect
 from nemo_act.generation.simple import (
     NOT_MODELS,
     DataGenerator,
@@ -23,6 +28,7 @@ from nemo_act.generation.simple import (
     RandomGenerator,
     wrap_action,
 )
+from nemo_act.generation.vllm import BATCH_INVARIANT, job_batch_invariant
 
 if TYPE_CHECKING:
     from nemo_act.generation.ray_pool import EnginePlacement
@@ -38,10 +44,7 @@ class BackendFactory:
     def __call__(self) -> Generator:
         """The generator (vLLM or HF) for :attr:`policy`."""
         if self.cfg.generation.backend == "vllm":
-            from nemo_act.generation.vllm import VLLMGenerator
-
-            return VLLMGenerator(self.cfg.model, self.cfg.generation, name_or_path=self.policy)
-        from nemo_act.generation.hf import HFGenerator
+            return vllm_backend.VLLMGenerator(self.cfg.model, self.cfg.generation, name_or_path=self.policy)
 
         return HFGenerator(self.cfg.model, self.cfg.generation, name_or_path=self.policy)
 
@@ -78,9 +81,6 @@ def engine_placement(gen: GenerationConfig, share: int = 1) -> EnginePlacement:
     ``generation.vllm.batch_invariant`` says (``1`` or ``0``, over whatever the job's environment holds): the
     setting reaches these actors, and the vLLM workers they start, only.
     """
-    from nemo_act.generation.ray_pool import EnginePlacement
-    from nemo_act.generation.vllm import BATCH_INVARIANT
-
     resources = engine_resources(gen)
     resources["GPU"] /= share
     if gen.backend != "vllm":
@@ -110,13 +110,9 @@ def resolve_engines(gen: GenerationConfig) -> int:
     With no Ray address configured (``generation.ray_address``, ``RAY_ADDRESS``) ``auto`` counts this
     machine's GPUs, so one GPU box runs in-process without Ray.
     """
-    import os
-
     if gen.engines != "auto":
         return int(gen.engines)
     if gen.ray_address or os.environ.get("RAY_ADDRESS"):
-        from nemo_act.generation.ray_pool import auto_engines, connect
-
         return auto_engines(connect(gen.ray_address, 0), _gpus_per_engine(gen))
     try:
         import torch
@@ -216,20 +212,15 @@ def make_generator(
     if policy == "from_data":
         if data is None:
             raise ValueError("policy from_data draws ACT pair alternatives from the experts file; use it for pairs")
-        from nemo_act.data.io import read_jsonl
-        from nemo_act.data.records import Trajectory
 
         actions = [s.action for t in read_jsonl(data, Trajectory) for s in t.steps]
         return DataGenerator(actions, cfg.prompt.max_candidate_chars)
     factory = BackendFactory(policy, memory_share(cfg, share))
     engines = resolve_engines(cfg.generation) if engines is None else engines
     if cfg.generation.backend == "vllm":
-        from nemo_act.generation.vllm import job_batch_invariant
-
         job_batch_invariant(os.environ)  # a value vLLM cannot read stops here, in one line, not in every engine
     if not (engines > 1 if pooled is None else pooled) and not needs_actor(cfg.generation):
         return factory()
-    from nemo_act.generation.ray_pool import EnginePool
 
     gen = cfg.generation
     split = "even" if seeded_per_request(gen) else "grid"

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import sys
 import threading
 import time
@@ -193,8 +194,6 @@ def auto_engines(resources: dict[str, float], gpus_per_engine: int) -> int:
 
 def actor_label(what: str) -> str:
     """An actor's name on the driver's log: ``engine 3 on node-12`` (Ray prints it before the pid, ``__repr__``)."""
-    import socket
-
     return f"{what} on {socket.gethostname()}"
 
 
@@ -228,7 +227,6 @@ class _Engine:
         return self.generator.score([r for r, _ in batch], [c for _, c in batch])  # type: ignore[attr-defined]
 
     def where(self) -> tuple[str, int]:
-        import socket
 
         return socket.gethostname(), os.getpid()
 

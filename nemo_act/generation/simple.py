@@ -16,7 +16,7 @@ from typing import Any
 
 from nemo_act.common.seeding import key_rng
 from nemo_act.config.schema import SamplingConfig
-from nemo_act.generation.base import GenerationRequest, close_generator, seeds_each_request
+from nemo_act.generation.base import GenerationRequest, close_generator, generate_batches, seeds_each_request
 from nemo_act.rewards import ACTION_CLOSE, ACTION_OPEN, Admissible, normalize_action
 
 
@@ -163,8 +163,6 @@ class MixedGenerator:
         self, batches: Iterable[Sequence[GenerationRequest]], n: int, sampling: SamplingConfig, seed: int
     ) -> Iterator[list[list[str]]]:
         """As :meth:`generate` over batches, in order, the policy's batches running as it runs them."""
-        from nemo_act.generation.base import generate_batches
-
         taken: deque[Sequence[GenerationRequest]] = deque()
 
         def tap() -> Iterator[Sequence[GenerationRequest]]:

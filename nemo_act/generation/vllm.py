@@ -30,6 +30,7 @@ this module and tests the parts that need no engine (:func:`request_seed`, :func
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -98,8 +99,6 @@ def executor(tensor_parallel: int) -> str | None:
     (``vllm_worker.py:277-293``). Elsewhere None: vLLM's own choice (``vllm/config/parallel.py:794-839``: ``uni`` on
     one GPU, ``mp`` over several outside a placement group).
     """
-    import os
-
     if tensor_parallel > 1 and os.environ.get("VLLM_RAY_BUNDLE_INDICES"):
         os.environ.pop("CUDA_VISIBLE_DEVICES", None)
         return "ray"

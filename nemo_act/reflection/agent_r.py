@@ -33,6 +33,7 @@ from nemo_act.data.io import read_all, read_jsonl, write_jsonl
 from nemo_act.data.manifest import Summary, file_sha256
 from nemo_act.data.records import Trajectory, _Record
 from nemo_act.data.resumable import ResumableStep
+from nemo_act.evaluation.rollout import EpisodeRecord, Play, episode_id, run_episodes
 from nemo_act.prompts.render import template
 from nemo_act.prompts.state import expert_action
 from nemo_act.rewards import same_action
@@ -156,8 +157,6 @@ def build_agent_r(
     Returns:
         Counts (episodes, kept, why not) and the audit file; a finished build with the same parameters is reused.
     """
-    from nemo_act.evaluation.rollout import Play, episode_id, run_episodes
-
     experts, folder = Path(experts), Path(folder)
     out = folder / "revisions.jsonl"
     params = _params(cfg, generator.name, experts)
@@ -190,7 +189,6 @@ def build_agent_r(
 
 
 def _episode_record() -> type:
-    from nemo_act.evaluation.rollout import EpisodeRecord
 
     return EpisodeRecord
 

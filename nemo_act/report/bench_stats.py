@@ -28,7 +28,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import numpy as np
+import numpy as np  # noqa: TID253
 
 
 @dataclass(frozen=True)

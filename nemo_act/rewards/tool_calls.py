@@ -25,6 +25,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from jsonschema import Draft202012Validator
+
 TEXT_REPLY = "<a text reply to the user>"  # the entry for a turn that answers in text
 MORE = "..."  # an entry's last field when the tool takes arguments beyond those it names
 CALL_SEPARATOR = "; "  # parallel calls of one turn
@@ -149,7 +151,6 @@ def _value_schema(alts: str) -> dict[str, Any]:
 
 @lru_cache(maxsize=4096)
 def _validator(entry: str):
-    from jsonschema import Draft202012Validator
 
     parsed = entry_schema(entry)
     return None if parsed is None else Draft202012Validator(parsed[1])

@@ -30,11 +30,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.table import Table
 
 from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import ExperimentConfig
+from nemo_act.data.io import RUN_REMEDY, read_json, read_jsonl, write_text_atomic
+from nemo_act.evaluation.rollout import EpisodeRecord
+from nemo_act.run.cache import weights_digest
+from nemo_act.run.demo import _pipeline_cfg, markdown_table
+from nemo_act.run.pipeline import PipelineRunner
+from nemo_act.run.warmup import warm_up
 
 TEST_SETTINGS = "test_settings.yaml"
 
@@ -45,8 +52,6 @@ class BenchError(ValueError):
 
 def cell_config(cfg: ExperimentConfig, arm: str, seed: int, init: str) -> ExperimentConfig:
     """The config of one cell: the arm's pipeline file on the bench config, from ``init``, trained with ``seed``."""
-    from nemo_act.run.demo import _pipeline_cfg
-
     cell = _pipeline_cfg(cfg, arm, init)
     # the runner evaluates nothing itself: the bench scores the final checkpoint into eval/<split>/ (Bench.run_cell)
     ev = cell.pipeline.eval.model_copy(update={"split": cfg.bench.split, "stages": "none"})
@@ -97,10 +102,6 @@ def guard_test_fold(cfg: ExperimentConfig, out: Path) -> None:
     Raises:
         BenchError: The test fold of ``out`` was scored with other settings.
     """
-    import yaml
-
-    from nemo_act.data.io import write_text_atomic
-
     if cfg.bench.split != "test":
         return
     path = out / TEST_SETTINGS
@@ -144,9 +145,6 @@ def eval_name(split: str, checkpoint: str) -> str:
 
 def read_cell(folder: Path, arm: str, seed: int, split: str) -> Cell | None:
     """A finished cell's results on ``split`` (None when its run or that evaluation has not finished)."""
-    from nemo_act.data.io import RUN_REMEDY, read_json, read_jsonl
-    from nemo_act.evaluation.rollout import EpisodeRecord
-
     run = folder / "run.json"
     if not run.exists():
         return None
@@ -279,9 +277,6 @@ def caption(result: dict[str, Any]) -> str:
 
 def write_report(result: dict[str, Any], out: Path) -> dict[str, Path]:
     """Write ``bench.json``, ``bench.md``, ``bench.csv`` and ``bench.png`` into ``out``."""
-    from nemo_act.data.io import write_text_atomic
-    from nemo_act.run.demo import markdown_table
-
     out.mkdir(parents=True, exist_ok=True)
     rows = table_rows(result)
     paths = {k: out / f"bench.{k}" for k in ("json", "md", "csv", "png")}
@@ -356,9 +351,6 @@ class Bench:
 
     def prepare(self) -> tuple[str, Path]:
         """The shared start: experts, the warm-up checkpoint, held-out pairs sampled from it (each reused)."""
-        from nemo_act.run.pipeline import PipelineRunner
-        from nemo_act.run.warmup import warm_up
-
         warm = warm_up(self.cfg, self.out, self.data, self.console)
         runner = PipelineRunner(cell_config(self.cfg, self.cfg.bench.baseline, 0, warm.init), self.out / "warmup",
                                 data_dir=self.data, console=self.console)  # fmt: skip
@@ -371,8 +363,6 @@ class Bench:
         The final checkpoint's scores go to ``eval/<split>/<stage>/``: a dev score and a test score of one trained
         cell live side by side.
         """
-        from nemo_act.run.pipeline import PipelineRunner
-
         runner = PipelineRunner(cell_config(self.cfg, arm, seed, init), self.cell_dir(arm, seed),
                                 data_dir=self.data, console=self.console)  # fmt: skip
         final = runner.run()["final_checkpoint"]
@@ -385,8 +375,6 @@ class Bench:
         A cell whose checkpoint no longer holds the weights it was scored with is left out, with a line saying how to
         score it again (the runner redoes such an evaluation: :func:`nemo_act.run.cache.decide`).
         """
-        from nemo_act.run.cache import weights_digest
-
         b = self.cfg.bench
         found = [read_cell(self.cell_dir(a, s), a, s, b.split) for a in b.arms for s in b.seeds]
         cells = []
@@ -439,7 +427,6 @@ def run_bench(
     bench = Bench(cfg, out, console)
     if report_only:
         return bench.report()
-    from nemo_act.data.io import write_text_atomic
 
     check_folds(cfg)
     guard_test_fold(cfg, out)

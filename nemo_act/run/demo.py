@@ -20,11 +20,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
 from rich.console import Console
 from rich.table import Table
 
 from nemo_act.config.load import find_conf
 from nemo_act.config.schema import ExperimentConfig
+from nemo_act.data.io import write_text_atomic
+from nemo_act.report import load_run, plot_runs, results_table
+from nemo_act.run.pipeline import PipelineRunner
+from nemo_act.run.warmup import warm_up
 
 NOT_SHOWN = """[yellow]What this demo does not show[/]
 - A 0.9M-parameter model trained for minutes is not a language model: it learns the action format and
@@ -42,8 +47,6 @@ def _pipeline_cfg(cfg: ExperimentConfig, name: str, init: str) -> ExperimentConf
     Its stages, and whatever else it sets (``prompt.cot: false`` for ``prompt_nocot``, ``pairs.candidates``
     for ``act3_il_rl``).
     """
-    from omegaconf import OmegaConf
-
     raw = OmegaConf.to_container(OmegaConf.load(find_conf(f"pipeline/{name}.yaml")))
     own = {k: v for k, v in raw.items() if k != "defaults"}  # type: ignore[union-attr]
     tree = OmegaConf.merge(OmegaConf.create(cfg.model_dump(mode="json")), own)
@@ -62,8 +65,6 @@ def markdown_table(columns: list[str], rows: list[list[str]]) -> str:
 
 def summary_markdown(runs: list[dict[str, Any]]) -> str:
     """The demo's results and held-out selection tables in Markdown (``report/summary.md``, README's block)."""
-    from nemo_act.report import results_table
-
     _, results = results_table(runs)
     columns = list(dict.fromkeys(k for r in results for k in r))
     result_rows = [[r.get(c, "-") for c in columns] for r in results]
@@ -114,11 +115,6 @@ def run_demo(out: Path, cfg: ExperimentConfig) -> int:
     Returns:
         Exit code.
     """
-    from nemo_act.data.io import write_text_atomic
-    from nemo_act.report import load_run, plot_runs, results_table
-    from nemo_act.run.pipeline import PipelineRunner
-    from nemo_act.run.warmup import warm_up
-
     console = Console(width=150)
     t0 = time.time()
     data = out / "data"

@@ -37,15 +37,23 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
 
+from nemo_act import stage_data
 from nemo_act.benchmarks.base import adapter_of
 from nemo_act.common.plugins import load
 from nemo_act.common.quiet import quiet_libraries
-from nemo_act.config.load import to_yaml
+from nemo_act.config.load import load_config, to_yaml
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import append_json_line, read_all, read_json, read_jsonl, write_text_atomic
+from nemo_act.data.manifest import read_manifest
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.engines import engine_for
+from nemo_act.evaluation.rollout import evaluate_policy, summary_line
+from nemo_act.evaluation.selection import forced_choice, free_selection, selection_sampling
+from nemo_act.generation import held, make_pairs_generator, open_generators
+from nemo_act.generation.ray_pool import close_pools
+from nemo_act.generation.vllm import job_batch_invariant_warning
 from nemo_act.inputs import run_inputs
 from nemo_act.run.cache import (
     EVAL_STARTED,
@@ -61,6 +69,9 @@ from nemo_act.run.cache import (
 )
 from nemo_act.stage_data import expand, stage_experiment
 from nemo_act.stage_kinds import DATA_KINDS, built_data, data_steps, needs_pairs, stage_kind
+from nemo_act.steps.branching import require_episodes
+from nemo_act.steps.experts import collect_experts, data_warnings, import_rollouts
+from nemo_act.steps.pairs import collect_pairs
 
 
 class PipelineRunner:
@@ -120,8 +131,6 @@ class PipelineRunner:
         With the source's ``path`` the successful trajectories of that file are taken instead (validated;
         :func:`~nemo_act.steps.experts.import_rollouts`).
         """
-        from nemo_act.steps.experts import collect_experts, data_warnings, import_rollouts
-
         src = getattr(self.cfg.pipeline, which)
         out = self.data_dir / ("experts.jsonl" if which == "experts" else "heldout_experts.jsonl")
         if src.path is not None:
@@ -143,9 +152,6 @@ class PipelineRunner:
 
     def pairs(self, experts: Path, name: str) -> Path:
         """Sample (or reuse) ACT pairs for ``experts`` from the initial policy."""
-        from nemo_act.generation import held, make_pairs_generator
-        from nemo_act.steps.pairs import collect_pairs
-
         policy = self.cfg.pipeline.pairs_policy or self.init
         out = self.data_dir / name
         if self.isolate:
@@ -160,10 +166,6 @@ class PipelineRunner:
 
         States, pairs, samples dropped by reason, alternatives admissible: what a user checks before training.
         """
-        from rich.table import Table
-
-        from nemo_act.data.manifest import read_manifest
-
         table = Table(
             title="ACT pairs",
             title_justify="left",
@@ -209,8 +211,6 @@ class PipelineRunner:
                 method asks of the frozen initial policy always come from ``pipeline.init``.
             stage: The consuming stage's folder name, for a kind built per stage.
         """
-        from nemo_act.generation import open_generators
-
         spec = DATA_KINDS[kind]
         policy = policy or self.init
         folder = self.baseline_folder(kind, stage)
@@ -290,8 +290,6 @@ class PipelineRunner:
         self, kind: str, init: str, data: Path, rows: list[dict[str, Any]] | None, name: str
     ) -> list[dict[str, Any]]:
         """A stage's training rows: the kind's own from ``data``, or ready-made ones capped as those are."""
-        from nemo_act import stage_data
-
         if rows is None:
             dry = os.environ.get("NEMO_ACT_DRY_RUN") == "1"  # a dry run loads nothing, not even a tokenizer
             rows = stage_data.rows_for(kind, data, stage_experiment(kind, self.cfg), None if dry else init)
@@ -306,9 +304,6 @@ class PipelineRunner:
 
     def _train(self, kind: str, init: str, rows: list[dict[str, Any]], out: Path, info: dict[str, Any]) -> None:
         """Launch the engine's training of a stage, then mark it complete with the weights it wrote."""
-        from nemo_act.generation.ray_pool import close_pools
-        from nemo_act.generation.vllm import job_batch_invariant_warning
-
         # every data step closes its pools; one left open (an error path, a caller's own) must not hold the GPUs
         if closed := close_pools():
             self.console.print(f"closed {closed} engine pool(s) still open before training {out.name}")
@@ -367,9 +362,6 @@ class PipelineRunner:
     # ---- evaluation -------------------------------------------------------------------------------
     def selection(self, name: str, checkpoint: str, heldout_pairs: Path) -> dict[str, Any]:
         """Held-out selection accuracy (free generation and forced choice) of a checkpoint."""
-        from nemo_act.evaluation.selection import forced_choice, free_selection, selection_sampling
-        from nemo_act.generation import open_generators
-
         out = self.dir / "selection" / f"{name}.json"
         fp, weights = selection_fingerprint(checkpoint, heldout_pairs, self.cfg), weights_digest(checkpoint)
         done = read_json(out) if out.exists() else None
@@ -398,9 +390,6 @@ class PipelineRunner:
 
     def evaluate(self, name: str, checkpoint: str) -> dict[str, Any]:
         """Env evaluation of a checkpoint (``pipeline.eval``)."""
-        from nemo_act.evaluation.rollout import evaluate_policy, summary_line
-        from nemo_act.generation import open_generators
-
         ev = self.cfg.pipeline.eval
         out = self.dir / "eval" / name
         fp, weights = eval_fingerprint(checkpoint, self.cfg), weights_digest(checkpoint)
@@ -488,7 +477,6 @@ class PipelineRunner:
         experts = self.experts("experts")
         if any((spec := built_data(k)) is not None and spec.env for k in data_steps(stages)):
             # a reflection baseline branches in the env: fail before any pair is sampled, not after
-            from nemo_act.steps.branching import require_episodes
 
             require_episodes(read_all(experts, Trajectory, "expert trajectories"), experts, self.cfg.pipeline.name)
         inputs: dict[str, Path | None] = {"experts": experts}
@@ -552,8 +540,6 @@ def main(argv: list[str] | None = None) -> int:
 
     The runner's cluster-engine mode calls this; the config is the run's ``config.yaml``.
     """
-    from nemo_act.config.load import load_config
-
     p = argparse.ArgumentParser(prog="python -m nemo_act.run.pipeline")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--data-dir", required=True)

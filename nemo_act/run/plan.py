@@ -10,6 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nemo_act.data.manifest import manifest_path
+from nemo_act.evaluation.rollout import planned_lanes
+from nemo_act.generation import engines_summary, planned_engines
+from nemo_act.run.pipeline import stage_complete
 from nemo_act.stage_data import expand
 from nemo_act.stage_kinds import DATA_KINDS, built_data, data_steps, needs_pairs, stage_kind
 
@@ -27,9 +31,6 @@ def plan(runner: PipelineRunner) -> list[dict[str, str]]:
     The interpreter is the one the engine gives the step (:meth:`~nemo_act.engines.Engine.step_python`: the
     NeMo-RL image's venv on the cluster engine); on the local engine everything runs here.
     """
-    from nemo_act.evaluation.rollout import planned_lanes
-    from nemo_act.generation import engines_summary, planned_engines
-
     cfg, d, data = runner.cfg, runner.dir, runner.data_dir
 
     def py(step: str) -> str:
@@ -132,9 +133,6 @@ def checklist(runner: PipelineRunner, log_dir: str | Path | None = None) -> list
     (selection, evaluation). With ``log_dir`` (a Slurm job's), the job's own steps come first:
     the preflight checks and Ray.
     """
-    from nemo_act.data.manifest import manifest_path
-    from nemo_act.run.pipeline import stage_complete
-
     rows: list[dict[str, str]] = []
     job_log = str(Path(log_dir) / "pipeline.log") if log_dir else "(console)"
     if log_dir is not None:

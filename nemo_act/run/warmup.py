@@ -21,6 +21,13 @@ from pathlib import Path
 from rich.console import Console
 
 from nemo_act.config.schema import ExperimentConfig
+from nemo_act.data.io import read_jsonl
+from nemo_act.data.records import Pair, Trajectory
+from nemo_act.generation import RandomGenerator
+from nemo_act.run.pipeline import PipelineRunner
+from nemo_act.stage_data import il_rows, selection_format_rows
+from nemo_act.steps.pairs import collect_pairs
+from nemo_act.tiny_model import build_tiny_model
 
 
 @dataclass
@@ -45,14 +52,6 @@ def warm_up(cfg: ExperimentConfig, out: Path, data: Path, console: Console) -> W
     Returns:
         The expert files, the warm-up checkpoint and the seconds each part took.
     """
-    from nemo_act.data.io import read_jsonl
-    from nemo_act.data.records import Pair, Trajectory
-    from nemo_act.generation import RandomGenerator
-    from nemo_act.run.pipeline import PipelineRunner
-    from nemo_act.stage_data import il_rows, selection_format_rows
-    from nemo_act.steps.pairs import collect_pairs
-    from nemo_act.tiny_model import build_tiny_model
-
     timings: dict[str, float] = {}
     t = time.time()
     console.rule(f"[bold]1. {cfg.benchmark.title} gold experts")

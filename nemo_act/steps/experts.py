@@ -23,8 +23,8 @@ from tqdm import tqdm
 
 from nemo_act.benchmarks.base import adapter_of, check_env
 from nemo_act.config.schema import BenchmarkConfigBase, ExperimentConfig
-from nemo_act.data.io import ResumableJsonl, write_jsonl
-from nemo_act.data.manifest import Summary
+from nemo_act.data.io import ResumableJsonl, read_jsonl, write_jsonl
+from nemo_act.data.manifest import Summary, file_sha256, read_manifest
 from nemo_act.data.records import Trajectory
 from nemo_act.data.resumable import ResumableStep
 from nemo_act.evaluation.env_pools import make_env_pool
@@ -83,8 +83,6 @@ def data_warnings(cfg: ExperimentConfig, experts: str | Path) -> list[str]:
     Returns:
         One line per warning (none for a file without a manifest).
     """
-    from nemo_act.data.manifest import read_manifest
-
     try:
         counts = read_manifest(experts).get("counts", {})
     except FileNotFoundError:
@@ -257,9 +255,6 @@ def import_rollouts(cfg: ExperimentConfig, rollouts: str | Path, out: str | Path
         RecordError: A line is not a valid trajectory.
         ValueError: A trajectory belongs to another benchmark.
     """
-    from nemo_act.data.io import read_jsonl
-    from nemo_act.data.manifest import file_sha256
-
     rollouts, out = Path(rollouts), Path(out)
     if not rollouts.is_file():
         raise FileNotFoundError(f"{rollouts}: no such trajectories file (experts from rollouts)")

@@ -32,9 +32,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import torch
-from transformers import TrainerCallback
-from trl.trainer.utils import RepeatSampler
+import torch  # noqa: TID253
+from transformers import TrainerCallback  # noqa: TID253
+from trl.trainer.utils import RepeatSampler  # noqa: TID253
 
 from nemo_act.data.io import write_text_atomic
 

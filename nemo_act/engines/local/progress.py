@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from tqdm.auto import tqdm
-from transformers import TrainerCallback
+from transformers import TrainerCallback  # noqa: TID253
 
 # logged key -> shown name, in the order shown (the first present of each group)
 SHOWN = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from transformers import TrainerCallback
+from transformers import TrainerCallback  # noqa: TID253
 
 from nemo_act.rewards.signal import NoSignalWatch
 

@@ -27,8 +27,9 @@ from nemo_act.config.schema import (
     ExperimentConfig,
 )
 from nemo_act.data.io import follow_umask, write_text_atomic
-from nemo_act.engines.local.exact_resume import resumable
-from nemo_act.engines.local.progress import use_stage_bar
+from nemo_act.engines.local.exact_resume import resumable  # noqa: TID253
+from nemo_act.engines.local.progress import use_stage_bar  # noqa: TID253
+from nemo_act.engines.local.reward_funcs import reward_funcs
 from nemo_act.generation.hf import resolve_device
 from nemo_act.stage_data import stage_config
 from nemo_act.stage_kinds import stage_kind
@@ -107,8 +108,6 @@ def _trainer(kind: str, model, tok, rows: list[dict[str, Any]], cfg: ExperimentC
     algorithm = spec.algorithm
     if algorithm == "grpo":
         from trl import GRPOConfig, GRPOTrainer
-
-        from nemo_act.engines.local.reward_funcs import reward_funcs
 
         if sc.baseline != "group_mean":
             raise ValueError(

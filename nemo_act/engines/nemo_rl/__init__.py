@@ -18,12 +18,15 @@ NeMo-RL is pinned once in ``conf/engine/_nemo_rl_pin.yaml``; ``settings`` holds 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.engines import Check, Engine, PlannedStep
+from nemo_act.engines.nemo_rl import interpreters, preflight
+from nemo_act.engines.nemo_rl.layout import plan, print_plan
 from nemo_act.engines.nemo_rl.settings import NeMoRLEngineConfig
 
 CONFIG = NeMoRLEngineConfig
@@ -48,21 +51,15 @@ class NeMoRLEngine(Engine):
 
     def step_python(self, step: str, cfg: ExperimentConfig) -> str:
         """The image's venv for the step (vLLM's for generation with ``generation.backend=vllm``)."""
-        from nemo_act.engines.nemo_rl import interpreters
-
         spec = interpreters.step(step, cfg.generation.backend, cfg.benchmark.python_modules)
         return interpreters.python_for(spec.venv)
 
     def step_command(self, step: str, argv: Sequence[str], cfg: ExperimentConfig) -> list[str]:
         """The step's interpreter, checked for the modules it needs, then ``argv``."""
-        from nemo_act.engines.nemo_rl import interpreters
-
         return interpreters.command(step, argv, cfg.generation.backend, cfg.benchmark.python_modules)
 
     def step_env(self) -> dict[str, str] | None:
         """The child's environment with this checkout on its path (see ``interpreters.child_env``)."""
-        from nemo_act.engines.nemo_rl import interpreters
-
         return interpreters.child_env()
 
     def stage_plan(self, kind: str, init: str, rows_from: str, out: Path, cfg: ExperimentConfig) -> list[PlannedStep]:
@@ -88,25 +85,17 @@ class NeMoRLEngine(Engine):
 
     def preflight(self, cfg: ExperimentConfig, run_dir: Path | None, download_models: bool) -> list[Check]:
         """Models offline, every job step's interpreter in the image, the simulator (``preflight.run_checks``)."""
-        from nemo_act.engines.nemo_rl import preflight
-
         if download_models:
             preflight.download_models(cfg)
         return preflight.run_checks(cfg, run_dir)
 
     def megatron_python(self) -> str | None:
         """The Megatron worker venv of the release image, or ``NEMO_ACT_PYTHON_MCORE`` (``interpreters.python_for``)."""
-        import sys
-
-        from nemo_act.engines.nemo_rl import interpreters
-
         python = interpreters.python_for("mcore")
         return None if python == sys.executable else python
 
     def check_layout(self, cfg: ExperimentConfig) -> list[tuple[str, str]]:
         """The recipe's TP/PP/EP/DP layout and memory per GPU (``layout.plan``), printed; its refusals."""
-        from nemo_act.engines.nemo_rl.layout import plan, print_plan
-
         result = plan(cfg)
         print_plan(cfg, result)
         return list(result.refusals)

@@ -25,11 +25,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from datasets import Dataset
-from nemo_rl.data.datasets.raw_dataset import RawDataset
+from datasets import Dataset  # noqa: TID253
+from nemo_rl.data.datasets.raw_dataset import RawDataset  # noqa: TID253
 
-from nemo_act.engines.nemo_rl.environments import register
-from nemo_act.engines.nemo_rl.processors import DPO_TASK, preference_record
+from nemo_act.engines.nemo_rl.environments import register  # noqa: TID253
+from nemo_act.engines.nemo_rl.processors import DPO_TASK, preference_record  # noqa: TID253
 
 
 class StageRowsDataset(RawDataset):

@@ -34,11 +34,11 @@ from omegaconf import OmegaConf
 
 from nemo_act.config.load import load_config
 from nemo_act.data.io import write_text_atomic
-from nemo_act.engines.nemo_rl import recipe
-from nemo_act.engines.nemo_rl.launch import checkpoint_step, latest_checkpoint, stage_metrics
-from nemo_act.engines.nemo_rl.processors import tag_rows
-from nemo_act.engines.nemo_rl.reward_env import resume_reward_log
-from nemo_act.stage_data import stage_experiment
+from nemo_act.engines.nemo_rl import recipe  # noqa: TID253
+from nemo_act.engines.nemo_rl.launch import checkpoint_step, latest_checkpoint, stage_metrics  # noqa: TID253
+from nemo_act.engines.nemo_rl.processors import tag_rows  # noqa: TID253
+from nemo_act.engines.nemo_rl.reward_env import resume_reward_log  # noqa: TID253
+from nemo_act.stage_data import rows_for, stage_experiment
 from nemo_act.stage_kinds import STAGE_KINDS, stage_kind
 
 
@@ -111,7 +111,6 @@ def _tensorboard_scalars(log_dir: Path) -> dict[int, dict[str, float]]:
 def _rows(args: argparse.Namespace, cfg) -> list[dict[str, Any]]:
     if args.rows:
         return [json.loads(line) for line in Path(args.rows).read_text().splitlines() if line.strip()]
-    from nemo_act.stage_data import rows_for
 
     return rows_for(args.stage, args.data, cfg)
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import ray
-from nemo_rl.distributed.ray_actor_environment_registry import ACTOR_ENVIRONMENT_REGISTRY
-from nemo_rl.distributed.virtual_cluster import PY_EXECUTABLES
-from nemo_rl.environments.interfaces import EnvironmentInterface, EnvironmentReturn
-from nemo_rl.environments.utils import ENV_REGISTRY, register_env
+import ray  # noqa: TID253
+from nemo_rl.distributed.ray_actor_environment_registry import ACTOR_ENVIRONMENT_REGISTRY  # noqa: TID253
+from nemo_rl.distributed.virtual_cluster import PY_EXECUTABLES  # noqa: TID253
+from nemo_rl.environments.interfaces import EnvironmentInterface, EnvironmentReturn  # noqa: TID253
+from nemo_rl.environments.utils import ENV_REGISTRY, register_env  # noqa: TID253
 
-from nemo_act.engines.nemo_rl.reward_env import ScoredRewardEnv
+from nemo_act.engines.nemo_rl.reward_env import ScoredRewardEnv  # noqa: TID253
+from nemo_act.stage_kinds import REWARD_KINDS
 
 
 class _RewardEnvironment(EnvironmentInterface):
@@ -89,7 +90,6 @@ def register() -> None:
     from nemo_rl.data.processors import PROCESSOR_REGISTRY
 
     from nemo_act.engines.nemo_rl.processors import PROCESSOR, nemo_act_processor
-    from nemo_act.stage_kinds import REWARD_KINDS
 
     # the shipped rewards, and every reward registered in this process (the driver has loaded the config, so its
     # extensions' rewards are there): each under its environment name, a registered one on the generic actor

@@ -27,8 +27,8 @@ from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import follow_umask, write_text_atomic
 from nemo_act.engines.nemo_rl import interpreters
-from nemo_act.engines.nemo_rl.processors import tag_rows
-from nemo_act.engines.nemo_rl.recipe import ROWS
+from nemo_act.engines.nemo_rl.processors import tag_rows  # noqa: TID253
+from nemo_act.engines.nemo_rl.recipe import ROWS  # noqa: TID253
 
 EXPORT_TOOL = interpreters.CONVERT / "megatron_to_hf.py"
 _STEP = re.compile(r"^step_(\d+)$")

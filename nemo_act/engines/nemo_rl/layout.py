@@ -35,6 +35,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rich.console import Console
+from rich.table import Table
+
 from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig, ModelArchitecture
 from nemo_act.engines import engine_for
 from nemo_act.evaluation.rollout import planned_lanes
@@ -197,9 +200,6 @@ def _memory(kind: str, cfg: ExperimentConfig, a: ModelArchitecture, dp: int) -> 
 
 def print_plan(cfg: ExperimentConfig, result: Plan) -> None:
     """Tables: the layout, memory per GPU per stage, and the refusals."""
-    from rich.console import Console
-    from rich.table import Table
-
     n, a = cfg.engine.nemo_rl, cfg.model.architecture
     assert n is not None and a is not None
     mg = n.megatron

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
+import torch  # noqa: TID253
 
 from nemo_act.prompts.render import apply_chat_template
 from nemo_act.rewards import ACTION_CLOSE

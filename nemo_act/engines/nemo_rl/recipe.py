@@ -38,7 +38,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig
-from nemo_act.engines.nemo_rl.processors import PROCESSOR, STOP_STRINGS, task_name
+from nemo_act.engines.nemo_rl.processors import PROCESSOR, STOP_STRINGS, task_name  # noqa: TID253
 from nemo_act.engines.nemo_rl.settings import NeMoRLEngineConfig, NeMoRLSettings
 from nemo_act.stage_data import reward_values, stage_config
 from nemo_act.stage_kinds import stage_kind

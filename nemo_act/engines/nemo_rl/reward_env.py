@@ -26,10 +26,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import torch
+import torch  # noqa: TID253
 
+from nemo_act.common.plugins import load
+from nemo_act.config.schema import values_model
+from nemo_act.data.io import write_text_atomic
 from nemo_act.rewards import ParseStatus, RewardParts
 from nemo_act.rewards.signal import NoSignalWatch, zero_std_share
+from nemo_act.stage_kinds import import_extensions, reward_kind
 
 log = logging.getLogger(__name__)
 
@@ -157,9 +161,6 @@ class ScoredRewardEnv(_Logged):
         zero_variance_steps: int = 0,
         extensions: Sequence[str] = (),
     ) -> None:
-        from nemo_act.common.plugins import load
-        from nemo_act.config.schema import values_model
-        from nemo_act.stage_kinds import import_extensions, reward_kind
 
         super().__init__(log_path, first_step, stage, zero_variance_steps)
         import_extensions(extensions, f"reward environment {reward}")
@@ -222,8 +223,6 @@ def resume_reward_log(log_path: str | Path, step: int) -> None:
 
     Rewritten atomically; a missing log stays missing.
     """
-    from nemo_act.data.io import write_text_atomic
-
     path = Path(log_path)
     if not path.exists():
         return
