@@ -38,6 +38,7 @@ from nemo_act.engines.nemo_rl import recipe  # noqa: TID253
 from nemo_act.engines.nemo_rl.launch import checkpoint_step, latest_checkpoint, stage_metrics  # noqa: TID253
 from nemo_act.engines.nemo_rl.processors import tag_rows  # noqa: TID253
 from nemo_act.engines.nemo_rl.reward_env import resume_reward_log  # noqa: TID253
+from nemo_act.engines.nemo_rl.settings import nemo_rl_settings
 from nemo_act.stage_data import rows_for, stage_experiment
 from nemo_act.stage_kinds import STAGE_KINDS, stage_kind
 
@@ -57,7 +58,7 @@ def nemo_rl_root() -> Path:
 
 def base_config(algorithm: str, cfg) -> dict[str, Any]:
     """The release's example config for an algorithm, inheritance applied, interpolations kept (a fresh copy)."""
-    path = nemo_rl_root() / "examples" / "configs" / recipe.settings(cfg).bases[algorithm]
+    path = nemo_rl_root() / "examples" / "configs" / nemo_rl_settings(cfg).bases[algorithm]
     return copy.deepcopy(_load_base(str(path)))
 
 
@@ -183,7 +184,7 @@ def run(args: argparse.Namespace) -> Path:
         register()
         tokenizer = get_tokenizer(master["policy"]["tokenizer"])
         init_ray()
-        margin = recipe.settings(load_config(args.config, args.overrides)).save_deadline_margin_s
+        margin = nemo_rl_settings(load_config(args.config, args.overrides)).save_deadline_margin_s
         {"grpo": _grpo, "sft": _sft, "dpo": _dpo}[algorithm](master, tokenizer, margin)
         trained_to_the_end(master, algorithm, out / "checkpoints")  # a loop that trained past the end: refused
     metrics = stage_metrics(

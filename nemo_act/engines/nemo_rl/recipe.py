@@ -39,23 +39,17 @@ from omegaconf import OmegaConf
 
 from nemo_act.config.schema import ExperimentConfig, GRPOStageConfig
 from nemo_act.engines.nemo_rl.processors import PROCESSOR, STOP_STRINGS, task_name  # noqa: TID253
-from nemo_act.engines.nemo_rl.settings import NeMoRLEngineConfig, NeMoRLSettings
+from nemo_act.engines.nemo_rl.settings import nemo_rl_settings
 from nemo_act.stage_data import reward_values, stage_config
 from nemo_act.stage_kinds import stage_kind
 
 ROWS = "rows.jsonl"  # the stage's tagged rows in its folder (processors.tag_rows), what NeMo-RL's loader reads
 DATASET = "nemo_act.engines.nemo_rl.datasets.StageRowsDataset"  # data.train.dataset_name (a dotted path)
-_DECAY = {"constant": "constant", "cosine": "cosine", "linear": "linear"}
+# train.<block>.lr_scheduler values Megatron's scheduler knows by the same name (megatron_cfg.scheduler.lr_decay_style)
+DECAY_STYLES = ("constant", "cosine", "linear")
 _TOKEN_LEVEL = {"grpo": False, "dapo": True, "bnpo": True}
 REWARD_LOG = "reward_parts.jsonl"  # per-step reward parts, written by the reward environment
 FP8_BLOCK = 128  # TE blockwise FP8 (cuBLAS block size), NeMo-RL's models/megatron/data.py
-
-
-def settings(cfg: ExperimentConfig) -> NeMoRLSettings:
-    """``engine.nemo_rl``, or a clear error when the config is for the local engine."""
-    if not isinstance(cfg.engine, NeMoRLEngineConfig):
-        raise ValueError("engine.nemo_rl is not set: compose the config with engine=nemo_rl or a cluster recipe")
-    return cfg.engine.nemo_rl
 
 
 def global_batch(kind: str, cfg: ExperimentConfig) -> int:
@@ -114,11 +108,12 @@ def total_steps(kind: str, cfg: ExperimentConfig, n_rows: int) -> int:
 
 
 def _policy(kind: str, cfg: ExperimentConfig, init: str, steps: int, max_len: int) -> dict[str, Any]:
-    n, sc = settings(cfg), stage_config(kind, cfg)
+    n, sc = nemo_rl_settings(cfg), stage_config(kind, cfg)
     mg = n.megatron
-    if sc.lr_scheduler not in _DECAY:
+    if sc.lr_scheduler not in DECAY_STYLES:
         block = stage_kind(kind).train
-        raise ValueError(f"train.{block}.lr_scheduler '{sc.lr_scheduler}': the cluster engine knows {sorted(_DECAY)}")
+        known = ", ".join(DECAY_STYLES)
+        raise ValueError(f"train.{block}.lr_scheduler '{sc.lr_scheduler}': the cluster engine knows {known}")
     fp8 = n.precision == "fp8"
     kwargs = None if cfg.model.enable_thinking is None else {"enable_thinking": cfg.model.enable_thinking}
     divisible = mg.tensor_parallel * (2 * mg.context_parallel if mg.context_parallel > 1 else 1)
@@ -142,7 +137,7 @@ def _policy(kind: str, cfg: ExperimentConfig, init: str, steps: int, max_len: in
             **({"use_precision_aware_optimizer": False} if fp8 else {}),
         },
         "scheduler": {
-            "lr_decay_style": _DECAY[sc.lr_scheduler],
+            "lr_decay_style": sc.lr_scheduler,
             "lr_decay_iters": steps,
             "lr_warmup_iters": int(sc.warmup_ratio * steps),
             "lr_warmup_init": 0.0,
@@ -206,7 +201,7 @@ def must_save_by(margin_s: int, now: float | None = None) -> str | None:
 
 
 def _common(kind: str, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
-    n = settings(cfg)
+    n = nemo_rl_settings(cfg)
     return {
         "checkpointing": {
             "enabled": True,
@@ -248,7 +243,7 @@ def _data(kind: str, out: Path) -> dict[str, Any]:
 
 
 def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -> dict[str, Any]:
-    n = settings(cfg)
+    n = nemo_rl_settings(cfg)
     sc = stage_config(kind, cfg)
     assert isinstance(sc, GRPOStageConfig)
     if sc.loss_type not in _TOKEN_LEVEL:
@@ -310,22 +305,30 @@ def _grpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -
     }
 
 
-def _sft(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -> dict[str, Any]:
+def _supervised(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -> dict[str, Any]:
+    """What an SFT and a DPO stage share: the policy over the stage's step count, and the common keys."""
     sc = stage_config(kind, cfg)
     steps = total_steps(kind, cfg, n_rows)
-    section = _loop(kind, cfg, steps, n_rows)
-    overlay: dict[str, Any] = {
+    return {
         "policy": _policy(kind, cfg, init, steps, sc.max_length),  # type: ignore[attr-defined]
         **_common(kind, cfg, out),
     }
-    if stage_kind(kind).algorithm == "dpo":
-        # algorithms/dpo.py asserts both off (chosen/rejected must stay side by side in a batch)
-        overlay["policy"] |= {"sequence_packing": {"enabled": False}, "dynamic_batching": {"enabled": False}}
-        section |= {"reference_policy_kl_penalty": sc.beta, "preference_loss_weight": 1, "sft_loss_weight": 0}  # type: ignore[attr-defined]
-        overlay["dpo"] = section
-    else:
-        overlay["sft"] = section
-    return overlay
+
+
+def _sft(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -> dict[str, Any]:
+    """An SFT stage: :func:`_supervised` and the ``sft`` loop."""
+    return _supervised(kind, cfg, init, out, n_rows) | {"sft": _loop(kind, cfg, total_steps(kind, cfg, n_rows), n_rows)}
+
+
+def _dpo(kind: str, cfg: ExperimentConfig, init: str, out: Path, n_rows: int) -> dict[str, Any]:
+    """A DPO stage: :func:`_supervised` with packing and dynamic batching off, and the ``dpo`` loop and loss."""
+    sc = stage_config(kind, cfg)
+    overlay = _supervised(kind, cfg, init, out, n_rows)
+    # algorithms/dpo.py asserts both off (chosen/rejected must stay side by side in a batch)
+    overlay["policy"] |= {"sequence_packing": {"enabled": False}, "dynamic_batching": {"enabled": False}}
+    section = _loop(kind, cfg, total_steps(kind, cfg, n_rows), n_rows)
+    section |= {"reference_policy_kl_penalty": sc.beta, "preference_loss_weight": 1, "sft_loss_weight": 0}  # type: ignore[attr-defined]
+    return overlay | {"dpo": section}
 
 
 def stage_overlay(kind: str, cfg: ExperimentConfig, *, init: str, out: str | Path, n_rows: int) -> dict[str, Any]:
@@ -342,7 +345,7 @@ def stage_overlay(kind: str, cfg: ExperimentConfig, *, init: str, out: str | Pat
     Returns:
         A nested dict to merge over the NeMo-RL base config.
     """
-    build = _grpo if stage_kind(kind).algorithm == "grpo" else _sft
+    build = {"grpo": _grpo, "sft": _sft, "dpo": _dpo}[stage_kind(kind).algorithm]
     return build(kind, cfg, init, Path(out), n_rows)
 
 
@@ -369,12 +372,12 @@ def master_config(
         merged.data[key] = value
     if "default" in merged.data:  # nor filled in from its defaults (see _data): the key goes
         del merged.data["default"]
-    if settings(cfg).precision == "fp8" and not OmegaConf.select(merged, "policy.sequence_packing.enabled"):
+    if nemo_rl_settings(cfg).precision == "fp8" and not OmegaConf.select(merged, "policy.sequence_packing.enabled"):
         # TE blockwise FP8 needs each rank's sequence length divisible by 128. NeMo-RL pads the packed sequence
         # to 128 x TP(SP) x 2CP itself (models/megatron/data.py:1142-1160), so only a stage that does not pack
         # (DPO: algorithms/dpo.py:151 asserts it off; a base without packing) pads each sequence that far.
         merged.policy.make_sequence_length_divisible_by = merged.policy.make_sequence_length_divisible_by * FP8_BLOCK
-    for dotted, value in settings(cfg).overrides.items():
+    for dotted, value in nemo_rl_settings(cfg).overrides.items():
         OmegaConf.update(merged, dotted, value, merge=False)
     tree = OmegaConf.to_container(merged, resolve=False)
     assert isinstance(tree, dict)

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from nemo_act.config.schema import EngineConfigBase, VLLMSettings
+from nemo_act.config.schema import EngineConfigBase, ExperimentConfig, VLLMSettings
 
 
 class _Settings(BaseModel):
@@ -85,3 +85,10 @@ class NeMoRLEngineConfig(EngineConfigBase):
     def _pinned_commit(cls, value: Any) -> Any:
         """A run's config.yaml written before the commit was pinned (2026-12-03) lacks it."""
         return {"nemo_rl_commit": None, **value} if isinstance(value, dict) else value
+
+
+def nemo_rl_settings(cfg: ExperimentConfig) -> NeMoRLSettings:
+    """``engine.nemo_rl`` of a config, or a clear error when the config is for another engine."""
+    if not isinstance(cfg.engine, NeMoRLEngineConfig):
+        raise ValueError("engine.nemo_rl is not set: compose the config with engine=nemo_rl or a cluster recipe")
+    return cfg.engine.nemo_rl
