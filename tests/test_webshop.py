@@ -1,8 +1,10 @@
 """WebShop: the human-demonstration reader on the 9 real session logs in ../shared/benchmarks/webshop.
 
-The real product file (items_shuffle_1000.json) is not obtainable here, so the catalog is a small one
-we make in WebShop's real format: every product the logs show, with the option values the workers
-clicked. Titles of products other than the goal are made up; everything else comes from the logs.
+The 1,000-product catalog beside the logs (``webshop/data/items_shuffle_1000.json``) holds none of the 9
+sessions' goal products and 1 of the 110 products they show (measured 2026-12-05), so the reader is tested on a
+small catalog we make in WebShop's real format: every product the logs show, with the option values the workers
+clicked. Titles of products other than the goal are made up; everything else comes from the logs. WebShop's own
+text env on the real catalog: tests/test_webshop_env.py.
 """
 
 import json
@@ -154,8 +156,9 @@ def test_experts_cli_converts_the_logs(benchmarks_dir, logs, catalog_file, tmp_p
 
 
 def test_evaluation_wiring_on_a_stand_in_text_env(cfg, tmp_path, monkeypatch):
-    """WebShop's real text env cannot run here (no catalog, index or spaCy model): this runs the
-    evaluation loop against tests/stand_ins/web_agent_site, a stand-in with the real env's interface."""
+    """The evaluation loop against tests/stand_ins/web_agent_site, a stand-in with the real env's interface: it runs
+    in every CI. WebShop's own text env needs the user's checkout and its packages (tests/test_webshop_env.py runs it
+    where WEBSHOP_DIR names one)."""
     import sys
 
     from nemo_act.config import load_config
