@@ -1,10 +1,12 @@
-"""cpu_numerics: portable holds PyTorch to its AVX2 kernels (a real torch in a fresh process); native: no change."""
+"""cpu_numerics: portable holds PyTorch to its AVX2 kernels and oneMKL to its cross-vendor branch (a real torch in a
+fresh process, oneMKL's own MKL_VERBOSE report of each SGEMM); native: no change."""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 
@@ -20,6 +22,7 @@ import json, os, sys
 from nemo_act.common.numerics import apply_cpu_numerics
 done = apply_cpu_numerics(sys.argv[1])
 import torch
+torch.ones(64, 64) @ torch.ones(64, 64)  # one SGEMM: oneMKL reports its mode on stdout under MKL_VERBOSE=1
 print(json.dumps({"set": done, "capability": torch.backends.cpu.get_cpu_capability(),
                   "env": {k: os.environ.get(k) for k in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")}}))
 """
@@ -27,9 +30,11 @@ print(json.dumps({"set": done, "capability": torch.backends.cpu.get_cpu_capabili
 
 def _child(mode: str, **env: str) -> dict:
     clean = {k: v for k, v in os.environ.items() if k not in PORTABLE}
-    out = subprocess.run([sys.executable, "-c", CHILD, mode], env={**clean, **env}, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", CHILD, mode], env={**clean, "MKL_VERBOSE": "1", **env},
+                         capture_output=True, text=True)  # fmt: skip
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    return report | {"cnr": sorted(set(re.findall(r"CNR:(\S+)", out.stdout)))}
 
 
 @pytest.mark.skipif(not X86, reason="portable numerics hold x86-64 CPUs to AVX2; other architectures keep their path")
@@ -40,10 +45,12 @@ def test_portable_holds_torch_to_avx2_and_keeps_what_the_user_set():
     native, portable = _child("native"), _child("portable")
     assert native["set"] == {} and native["env"]["ATEN_CPU_CAPABILITY"] is None
     assert portable["capability"] == "AVX2" and portable["set"] == PORTABLE
+    if portable["cnr"]:  # torch's BLAS is oneMKL (x86-64 wheels): it took the branch it keeps on Intel and AMD alike
+        assert portable["cnr"] == ["COMPATIBLE"], portable["cnr"]  # MKL_CBWR=AVX2 showed AUTO on AMD: not portable
     if native["capability"] == "AVX2":
         pytest.skip("this CPU's best kernels are AVX2 already: nothing to tell apart")
-    mine = _child("portable", MKL_CBWR="COMPATIBLE")
-    assert mine["env"]["MKL_CBWR"] == "COMPATIBLE" and "MKL_CBWR" not in mine["set"]
+    mine = _child("portable", MKL_CBWR="AUTO")
+    assert mine["env"]["MKL_CBWR"] == "AUTO" and "MKL_CBWR" not in mine["set"]
 
 
 @pytest.mark.skipif(not X86, reason="portable numerics hold x86-64 CPUs to AVX2; other architectures keep their path")
@@ -52,7 +59,7 @@ def test_portable_after_torch_is_imported_is_refused_naming_the_variables(monkey
 
     for key in PORTABLE:
         monkeypatch.delenv(key, raising=False)
-    with pytest.raises(RuntimeError, match="ATEN_CPU_CAPABILITY=avx2, MKL_CBWR=AVX2, ONEDNN_MAX_CPU_ISA=AVX2"):
+    with pytest.raises(RuntimeError, match="ATEN_CPU_CAPABILITY=avx2, MKL_CBWR=COMPATIBLE, ONEDNN_MAX_CPU_ISA=AVX2"):
         apply_cpu_numerics("portable")
     assert apply_cpu_numerics("native") == {}
 

@@ -2,13 +2,17 @@
 
 PyTorch and the math libraries it calls pick their kernels by what the CPU offers (AVX2, AVX-512, AMX), and
 the kernels round differently: the same run on two CPU models gives other floats, so a tiny model samples
-other tokens and a count moves (seen: the demo's held-out pairs were 450 on one machine type, 448 on an
-AVX-512/AMX one, 449 on that one held to AVX2). ``cpu_numerics: portable`` holds every x86-64 CPU to the
-AVX2 paths, through the switches the libraries read when they start:
+other tokens and a count moves (seen: the demo's held-out pairs were 448 on an Intel AVX-512/AMX machine, 449
+there with everything held to AVX2, 450 on an AMD EPYC machine held the same way). ``cpu_numerics: portable``
+holds every x86-64 CPU, Intel's or AMD's, to one set of paths, through the switches the libraries read when they
+start:
 
-- ``ATEN_CPU_CAPABILITY=avx2``: PyTorch's vectorised kernels (``aten/src/ATen/native/DispatchStub.cpp``);
-- ``MKL_CBWR=AVX2``: oneMKL's conditional numerical reproducibility, its BLAS on the AVX2 branch;
-- ``ONEDNN_MAX_CPU_ISA=AVX2``: oneDNN's kernels.
+- ``ATEN_CPU_CAPABILITY=avx2``: PyTorch's own vectorised kernels (``aten/src/ATen/native/DispatchStub.cpp``),
+  the same code on every CPU with AVX2;
+- ``MKL_CBWR=COMPATIBLE``: oneMKL's conditional numerical reproducibility in the one mode it keeps on non-Intel
+  CPUs (its SSE2 branch). ``MKL_CBWR=AVX2``, tried first, is ignored on AMD: ``MKL_VERBOSE=1`` shows
+  ``CNR:AUTO`` on every SGEMM there and the floats of AMD's own branch (2026-12-06, oneMKL 2024.2 in torch 2.13);
+- ``ONEDNN_MAX_CPU_ISA=AVX2``: oneDNN's kernels (none of the tiny model's float32 ops reach oneDNN today).
 
 A variable the user set is left as it is. Set before torch is imported (the CLI imports it only in the
 step that needs it), so it holds in this process and in every step, trainer and env worker it starts. Other
@@ -22,14 +26,14 @@ import platform
 import sys
 from typing import Literal
 
-PORTABLE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+PORTABLE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
 
 def apply_cpu_numerics(mode: Literal["native", "portable"]) -> dict[str, str]:
     """Hold this process and its children to ``mode``'s code paths.
 
     Args:
-        mode: ``native`` (nothing changes) or ``portable`` (the AVX2 paths on x86-64).
+        mode: ``native`` (nothing changes) or ``portable`` (the paths above on x86-64).
 
     Returns:
         The variables set (none: native, another architecture, or each already set by the user).

@@ -575,8 +575,8 @@ class ExperimentConfig(_Strict):
     )
     cpu_numerics: Literal["native", "portable"] = Field(
         description="CPU float code paths of every command that runs a model: native (each CPU's fastest) or "
-        "portable (PyTorch, oneMKL and oneDNN held to AVX2 on every x86-64 CPU, so a run gives the same floats on "
-        "another CPU model)."
+        "portable (PyTorch's kernels held to AVX2 and oneMKL to its cross-vendor branch on every x86-64 CPU, so a run "
+        "gives the same floats on another CPU model, Intel's or AMD's: nemo_act/common/numerics.py)."
     )
     extensions: list[str] = Field(
         description="Python modules imported before the rest is checked: each registers stage or data kinds "

@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
+from nemo_act.common.numerics import PORTABLE
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import read_json
 from nemo_act.data.manifest import file_sha256
@@ -200,8 +201,11 @@ def eval_fingerprint(checkpoint: str, cfg: ExperimentConfig) -> str:
 
 
 def _numerics(cfg: ExperimentConfig) -> dict[str, str]:
-    """The CPU float paths, when not the native ones (results made before the setting existed keep their prints)."""
-    return {"cpu_numerics": cfg.cpu_numerics} if cfg.cpu_numerics != "native" else {}
+    """The CPU float paths, when not the native ones (results made before the setting existed keep their prints).
+
+    Portable names its variables: a result made when ``portable`` meant other paths is not reused.
+    """
+    return {"cpu_numerics": cfg.cpu_numerics, "paths": PORTABLE} if cfg.cpu_numerics != "native" else {}
 
 
 def stage_complete(folder: Path) -> bool:
