@@ -254,3 +254,16 @@ def test_the_bench_tables_in_the_docs_are_the_committed_reports(split):
         readme = (RESULTS.parents[1] / "README.md").read_text().splitlines()
         for arm, row in zip(result["arms"], rows, strict=True):
             assert f"| {README_ARMS[arm]} | {row[1]} | {row[3]} | {row[5]} |" in readme, arm
+
+
+@pytest.mark.parametrize("lever", sorted(p.name for p in RESULTS.glob("bench_textworld_express_lever_*.json")))
+def test_the_lever_rows_in_the_docs_are_the_committed_reports(lever):
+    """docs/bench.md's lever table quotes each lever's own bench (its IL arm retrained beside it): the IL and arm
+    figures, the difference and P(improvement) are what ``nemo-act bench`` renders from the committed report."""
+    result = json.loads((RESULTS / lever).read_text())
+    assert result["split"] == "dev" and len(result["seeds"]) >= 5 and result["episodes"] >= 200  # never the test fold
+    rows = {row[0].split(" ")[0]: row for row in bench.table_rows(result)}
+    base = rows.pop(result["baseline"])
+    doc = (RESULTS.parent / "bench.md").read_text()
+    for row in rows.values():
+        assert f"| {base[1]} | {row[1]} | {row[3]} | {row[4]} |" in doc, (lever, row)
