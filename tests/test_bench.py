@@ -262,7 +262,7 @@ def test_the_lever_rows_in_the_docs_are_the_committed_reports(lever):
     figures, the difference and P(improvement) are what ``nemo-act bench`` renders from the committed report."""
     result = json.loads((RESULTS / lever).read_text())
     assert result["split"] == "dev" and len(result["seeds"]) >= 5 and result["episodes"] >= 200  # never the test fold
-    rows = {row[0].split(" ")[0]: row for row in bench.table_rows(result)}
+    rows = dict(zip(result["arms"], bench.table_rows(result), strict=True))
     base = rows.pop(result["baseline"])
     doc = (RESULTS.parent / "bench.md").read_text()
     for row in rows.values():

@@ -200,7 +200,7 @@ def eval_fingerprint(checkpoint: str, cfg: ExperimentConfig) -> str:
     )
 
 
-def _numerics(cfg: ExperimentConfig) -> dict[str, str]:
+def _numerics(cfg: ExperimentConfig) -> dict[str, Any]:
     """The CPU float paths, when not the native ones (results made before the setting existed keep their prints).
 
     Portable names its variables: a result made when ``portable`` meant other paths is not reused.
