@@ -42,6 +42,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from nemo_act.kinds.act import act_rows
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # Qwen/Qwen3-0.6B's config.json
@@ -178,7 +180,6 @@ def hf(args: argparse.Namespace) -> dict[str, Any]:
 
 def _act_rows(cfg, n: int) -> list[dict[str, Any]]:
     """ACT rows from synthetic ScienceWorld-like states through the core's own prompt and rows."""
-    from nemo_act import stage_data
     from nemo_act.data.records import Pair, State
 
     actions = [f"move {a} to {b}" for a in ("apple", "seed", "pot", "jug", "lighter") for b in range(6)]
@@ -193,7 +194,7 @@ def _act_rows(cfg, n: int) -> list[dict[str, Any]]:
         pairs.append(Pair(pair_id=f"s/{i}#0", state_id=f"s/{i}", benchmark="scienceworld", state=state,
                           expert_action=expert, alternative_action=alt, candidates=cands, expert_index=first,
                           candidates_admissible=[True, True], policy="random"))  # fmt: skip
-    return stage_data.act_rows(pairs, cfg)
+    return act_rows(pairs, cfg)
 
 
 def act(args: argparse.Namespace) -> dict[str, Any]:

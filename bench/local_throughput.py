@@ -15,12 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from nemo_act import stage_data
 from nemo_act.config import load_config
 from nemo_act.data import Pair, read_jsonl
 from nemo_act.engines.local.stages import train_stage
 from nemo_act.evaluation.rollout import evaluate_policy
 from nemo_act.generation import RandomGenerator
+from nemo_act.kinds.act import act_rows
 from nemo_act.steps.experts import collect_experts
 from nemo_act.steps.pairs import collect_pairs
 from nemo_act.tiny_model import build_tiny_model
@@ -49,7 +49,7 @@ def main() -> None:
     model = build_tiny_model(tmp / "tiny", cfg.model.tiny, corpus=[experts])
     pairs_path = tmp / "pairs.jsonl"
     collect_pairs(experts, RandomGenerator(), cfg, pairs_path, progress=False)
-    rows = stage_data.act_rows(list(read_jsonl(pairs_path, Pair)), cfg)
+    rows = act_rows(list(read_jsonl(pairs_path, Pair)), cfg)
 
     t = time.perf_counter()
     out = train_stage("act", str(model), rows, cfg, tmp / "act")

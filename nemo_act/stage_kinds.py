@@ -2,26 +2,27 @@
 
 A registry on a low floor (docs/architecture.md): it imports only :mod:`nemo_act.common.plugins`, so the config schema
 checks ``pipeline.stages`` and the ``train`` blocks against it; what needs a config or a prompt (a stage's
-hyperparameters, its rows) is in :mod:`nemo_act.stage_data`.
+hyperparameters, its rows) is in :mod:`nemo_act.stage_data` and the kinds' own modules.
 
 Every consumer reads this table instead of naming kinds: the config schema (which names are valid), the
 row builders (:func:`nemo_act.stage_data.rows_for`), the pipeline runner (which data steps a pipeline
 needs, after which stages held-out selection accuracy is measured), the local engine (trainer and
 reward functions) and the cluster engine (NeMo-RL algorithm, task name, hyperparameter block).
 
-Adding a kind = one :class:`StageKind`, declared with keywords, its row builder a ``module:function`` reference
-(like a :class:`DataKind`'s builder): given to :func:`register` by a module of yours that the config's
-``extensions`` list names (imported before the config is validated, in every process that loads it), or an
-entry of the table here for a kind nemo-act ships (its builder in :mod:`nemo_act.stage_data`); the same entry
-either way. A stage that consumes a new kind of data registers a :class:`DataKind`
-(its builder, audit file and record type) the same way, and a GRPO stage with a reward of its own a
-:class:`RewardKind` (its score function; both engines score with it). Nothing else names a kind:
-docs/extending.md.
+Adding a kind = one module that gives :func:`register` a :class:`StageKind` declared with keywords, its row builder
+a ``module:function`` reference (like a :class:`DataKind`'s builder), and one YAML (the pipeline that runs it, with
+a ``train.<block>`` of its own if it needs one). The same module either way: inside nemo-act it is a module of
+:mod:`nemo_act.kinds` (every one is imported at the table's first read), outside it a module of yours that the
+config's ``extensions`` list names (imported before the config is validated, in every process that loads it). A
+stage that consumes a new kind of data registers a :class:`DataKind` (its builder, audit file and record type) the
+same way, and a GRPO stage with a reward of its own a :class:`RewardKind` (its score function; both engines score
+with it). Nothing else names a kind: docs/extending.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import pkgutil
+from collections.abc import ItemsView, Iterator, KeysView, Sequence, ValuesView
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -190,48 +191,66 @@ class StageKind:
             )
 
 
-ROWS = "nemo_act.stage_data"  # the module of the shipped kinds' row builders
+SHIPPED = "nemo_act.kinds"  # the package of the shipped kinds: each of its modules registers its own
 
-STAGE_KINDS: dict[str, StageKind] = {
-    k.name: k
-    for k in (
-        StageKind(name="act", algorithm="grpo", data="pairs", rows=f"{ROWS}:act_rows", prompt="selection",
-                  reward="selection", train="act", selection_eval=True, label="ACT",
-                  summary="ACT: GRPO on choosing the expert action of a pair, reasoning first"),
-        StageKind(name="act_onpolicy", algorithm="grpo", data="policy_pairs", rows=f"{ROWS}:policy_act_rows",
-                  prompt="selection", reward="selection", train="act", selection_eval=True, rounds="pairs.rounds",
-                  label="on-policy ACT",
-                  summary="ACT in pairs.rounds rounds, each on alternatives re-sampled by the newest checkpoint"),
-        StageKind(name="act_noreason", algorithm="grpo", data="pairs", rows=f"{ROWS}:act_rows", prompt="selection",
-                  reward="selection", train="act", prompt_settings={"act_reasoning": False}, selection_eval=True,
-                  label="no-reasoning ACT", summary="control: ACT without the reasoning instruction"),
-        StageKind(name="sft_choice", algorithm="sft", data="pairs", rows=f"{ROWS}:sft_choice_rows", prompt="selection",
-                  train="sft_choice", selection_eval=True, label="SFT-on-choice",
-                  summary="control: SFT on the selection prompt -> the expert action, no rationale"),
-        StageKind(name="dpo", algorithm="dpo", data="pairs", rows=f"{ROWS}:dpo_rows", prompt="generation", train="dpo",
-                  selection_eval=True, label="DPO", summary="control: DPO, expert action chosen over the alternative"),
-        StageKind(name="il", algorithm="sft", data="experts", rows=f"{ROWS}:il_rows", prompt="generation", train="il",
-                  label="IL", summary="imitation learning: SFT on expert actions"),
-        StageKind(name="il_matched", algorithm="sft", data="experts", rows=f"{ROWS}:il_rows", prompt="generation",
-                  train="il", budget_of="act", label="IL",
-                  summary="control: IL with ACT's step budget (train.act's epochs, max_steps): IL -> IL's first stage"),
-        StageKind(name="rl", algorithm="grpo", data="experts", rows=f"{ROWS}:rl_rows", prompt="generation",
-                  reward="action", train="rl", label="RL",
-                  summary="RL: GRPO on direct action generation, rewarded for the expert's action"),
-        StageKind(name="ee", algorithm="sft", data="early_experience", rows=f"{ROWS}:ee_rows", prompt="generation",
-                  train="il", label="Early Experience",
-                  summary="baseline: Early Experience, SFT on a self-reflection + the expert action (IL's budget)"),
-        StageKind(name="ee_wm", algorithm="sft", data="early_experience", rows=f"{ROWS}:world_model_rows",
-                  prompt="generation", train="il", label="Early Experience (world model)",
-                  summary="baseline: Early Experience, implicit world modelling (predict next observations)"),
-        StageKind(name="agent_r", algorithm="sft", data="agent_r", rows=f"{ROWS}:agent_r_rows", prompt="generation",
-                  train="il", label="Agent-R",
-                  summary="baseline: Agent-R, revision at the policy's first deviation + expert rows (IL's budget)"),
-        StageKind(name="sand", algorithm="sft", data="sand", rows=f"{ROWS}:sand_rows", prompt="generation", train="il",
-                  rounds="sand.iterations", label="SAND",
-                  summary="baseline: SAND, execution-grounded deliberation + the expert action (IL's budget)"),
-    )
-}  # fmt: skip
+
+class _Registry(dict[str, StageKind]):
+    """The stage kinds by name: those nemo-act ships and those an extension registered.
+
+    The shipped ones are declared in the modules of :mod:`nemo_act.kinds`, each with its row builders (a higher floor:
+    they render prompts), so the table imports every module of that package (found on disk, named nowhere) the first
+    time it is read, the way the config's ``extensions`` are imported by name: no import statement goes up a floor.
+    """
+
+    loaded = False
+
+    def load(self) -> None:
+        """Import the shipped kinds' modules once (their ``register`` calls read the table while it loads)."""
+        if self.loaded:
+            return
+        self.loaded = True
+        package = import_module(SHIPPED, "the shipped stage kinds")
+        for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
+            import_module(f"{SHIPPED}.{module}", "the shipped stage kinds")
+
+    def __getitem__(self, name: str) -> StageKind:
+        self.load()
+        return super().__getitem__(name)
+
+    def __contains__(self, name: object) -> bool:
+        self.load()
+        return super().__contains__(name)
+
+    def __iter__(self) -> Iterator[str]:
+        self.load()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self.load()
+        return super().__len__()
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        """The entry of ``name``, else ``default``."""
+        self.load()
+        return super().get(name, default)
+
+    def keys(self) -> KeysView[str]:  # type: ignore[override]
+        """The kinds' names."""
+        self.load()
+        return super().keys()
+
+    def values(self) -> ValuesView[StageKind]:  # type: ignore[override]
+        """The kinds' entries."""
+        self.load()
+        return super().values()
+
+    def items(self) -> ItemsView[str, StageKind]:  # type: ignore[override]
+        """The kinds by name."""
+        self.load()
+        return super().items()
+
+
+STAGE_KINDS: dict[str, StageKind] = _Registry()
 
 
 def register(entry: StageKind | DataKind | RewardKind) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from nemo_act.config import load_config
+from nemo_act.kinds.imitation import il_rows
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -141,7 +142,6 @@ def tiny_model_dir(tmp_path_factory, cfg) -> Path:
 def warm_tiny_model(tiny_model_dir, sw_experts, tmp_path_factory) -> Path:
     """The tiny model after a short IL warm-up on the experts (60 steps at a high learning rate): it writes parsable
     actions, and GRPO groups on it score differently (an untrained model's all score the same)."""
-    from nemo_act import stage_data
     from nemo_act.data import Trajectory, read_jsonl
     from nemo_act.engines.local.stages import train_stage
 
@@ -156,7 +156,7 @@ def warm_tiny_model(tiny_model_dir, sw_experts, tmp_path_factory) -> Path:
             "benchmark.max_admissible_shown=8",  # ~500-token prompts instead of ~2,000: the warm-up 200 -> 30 s
         ]
     )
-    rows = stage_data.il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)
+    rows = il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)
     return train_stage("il", str(tiny_model_dir), rows, cfg, tmp_path_factory.mktemp("warm") / "il")
 
 

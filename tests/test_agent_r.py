@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from nemo_act import stage_data
 from nemo_act.config.load import load_config
 from nemo_act.data.io import read_jsonl
 from nemo_act.data.manifest import read_manifest
 from nemo_act.data.records import Trajectory
 from nemo_act.data.resumable import ResumableStep
 from nemo_act.generation.simple import wrap_action
+from nemo_act.kinds.imitation import il_rows
+from nemo_act.kinds.reflection import agent_r_rows
 from nemo_act.reflection.agent_r import build_agent_r, first_deviation, read_revisions, revise
 from nemo_act.run.plan import plan
 
@@ -67,7 +68,7 @@ def test_revision_rows_train_only_the_revision_and_the_corrected_turns():
     assert rec.wrong[0].observation == expert.steps[1].observation  # it acted on the expert's state
     assert "look around" in rec.revision and '"go to workshop"' in rec.revision
     assert "The hallway is empty" in rec.revision
-    rows = stage_data.agent_r_rows([rec], [expert], cfg)
+    rows = agent_r_rows([rec], [expert], cfg)
     assert len(rows) == 1 + len(expert.steps)
     revision = rows[0]
     assert revision["completion"][0]["content"] == f"{rec.revision}\n{wrap_action('go to workshop')}"
@@ -78,7 +79,7 @@ def test_revision_rows_train_only_the_revision_and_the_corrected_turns():
     assert targets[1:] == [wrap_action(s.action) for s in expert.steps]
     follows = revise(expert, _rollout(*((s.action, "x") for s in expert.steps)), 1, 200)
     assert not follows.kept and follows.reason == "followed_expert"
-    assert stage_data.agent_r_rows([follows], [expert], cfg) == stage_data.il_rows([expert], cfg)
+    assert agent_r_rows([follows], [expert], cfg) == il_rows([expert], cfg)
 
 
 @pytest.mark.heavy

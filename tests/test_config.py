@@ -171,7 +171,7 @@ def test_a_registered_stage_kind_s_own_train_block_is_checked_against_its_algori
     ext = tmp_path / "ext_stage_for_config_test.py"
     ext.write_text(
         "from nemo_act.stage_kinds import StageKind, register\n"
-        "register(StageKind(name='ilx', algorithm='sft', data='experts', rows='nemo_act.stage_data:il_rows',\n"
+        "register(StageKind(name='ilx', algorithm='sft', data='experts', rows='nemo_act.kinds.imitation:il_rows',\n"
         "                   prompt='generation', train='ilx'))\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))

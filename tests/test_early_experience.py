@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from scripted_policy import KINDS, ScriptedPolicy, kind_of
 
-from nemo_act import stage_data
 from nemo_act.config.load import load_config
 from nemo_act.data.io import read_jsonl
 from nemo_act.data.manifest import read_manifest
 from nemo_act.data.records import Trajectory
 from nemo_act.generation.simple import wrap_action
+from nemo_act.kinds.reflection import ee_rows, world_model_rows
 from nemo_act.reflection.early_experience import (
     build_early_experience,
     choose_alternatives,
@@ -124,13 +124,13 @@ def test_build_on_real_scienceworld_states(sw_experts, tmp_path):
     scripted = {kind_of(r.state_id) for r in records} - {"kept", "narrates_outcome"}
     assert scripted and scripted <= set(counts["dropped"])
     # rows: each kept reflection then the expert action, plus as many plain expert rows
-    rows = stage_data.ee_rows(records, list(trajs.values()), cfg)
+    rows = ee_rows(records, list(trajs.values()), cfg)
     kept = [r for r in records if r.kept]
     assert len(rows) == 2 * len(kept)
     targets = [row["completion"][0]["content"] for row in rows[: len(kept)]]
     for r, target in zip(kept, targets, strict=True):
         assert target.endswith(wrap_action(r.expert_action)) and target.startswith(r.reflection.split("\n")[0])
-    wm = stage_data.world_model_rows(records, list(trajs.values()), cfg)
+    wm = world_model_rows(records, list(trajs.values()), cfg)
     assert counts["executed"] == 3 * len(records)  # the expert and 2 alternatives at every state
     assert len(wm) == counts["executed"] + min(counts["executed"], len(records))  # + plain expert rows (all there are)
     assert 'If the next action is "' in wm[0]["prompt"][0]["content"]

@@ -20,10 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from nemo_act import stage_data
 from nemo_act.config import load_config
 from nemo_act.data import Pair, Trajectory, read_jsonl
 from nemo_act.generation import RandomGenerator
+from nemo_act.kinds.act import act_rows
+from nemo_act.kinds.controls import dpo_rows
+from nemo_act.kinds.imitation import il_rows, rl_rows
 from nemo_act.stage_data import stage_experiment
 from nemo_act.steps.pairs import collect_pairs
 
@@ -53,10 +55,10 @@ def _rows(kind: str, sw_experts: Path, folder: Path) -> list[dict]:
     cfg = stage_experiment(kind, load_config(overrides=overrides(kind)))
     if kind in ("il", "rl"):
         trajs = list(read_jsonl(sw_experts, Trajectory))
-        return (stage_data.il_rows if kind == "il" else stage_data.rl_rows)(trajs, cfg)
+        return (il_rows if kind == "il" else rl_rows)(trajs, cfg)
     collect_pairs(sw_experts, RandomGenerator(), cfg, folder / "pairs.jsonl", k=2, progress=False)
     pairs = list(read_jsonl(folder / "pairs.jsonl", Pair))
-    return (stage_data.act_rows if kind == "act" else stage_data.dpo_rows)(pairs, cfg)
+    return (act_rows if kind == "act" else dpo_rows)(pairs, cfg)
 
 
 def _train(job: Path, **kill: int | bool) -> str | None:

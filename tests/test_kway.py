@@ -7,10 +7,10 @@ from collections import Counter
 
 import pytest
 
-from nemo_act import stage_data
 from nemo_act.config.load import load_config
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.evaluation.selection import chance, forced_choice
+from nemo_act.kinds.act import act_rows
 from nemo_act.prompts.render import selection_prompt, template
 from nemo_act.rewards import selection_reward
 from nemo_act.steps.pairs import _order_rng, build_outcome, expert_position, summarize
@@ -81,7 +81,7 @@ def test_the_prompt_lists_every_candidate_and_the_two_way_prompt_is_the_papers()
     assert lines in text3 and "Which action is best as the NEXT step?" in text3
     head = text2.split("Candidate Actions for the NEXT step:")[0]
     assert text3.startswith(head)  # the state part is the same
-    rows = stage_data.act_rows([three], cfg)
+    rows = act_rows([three], cfg)
     assert rows[0]["candidates"] == three.candidates and rows[0]["expert_index"] == three.expert_index
 
 

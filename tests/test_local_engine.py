@@ -19,6 +19,9 @@ from nemo_act.engines.local.reward_funcs import action_reward_funcs, selection_r
 from nemo_act.engines.local.signal_check import ZeroRewardVarianceWarning, ZeroVarianceWatch
 from nemo_act.engines.local.stages import train_stage
 from nemo_act.generation import RandomGenerator
+from nemo_act.kinds.act import act_rows
+from nemo_act.kinds.controls import dpo_rows, sft_choice_rows
+from nemo_act.kinds.imitation import il_rows, rl_rows
 from nemo_act.stage_data import stage_experiment
 from nemo_act.steps.pairs import collect_pairs
 
@@ -50,13 +53,13 @@ def _rows(kind, cfg, sw_experts, random_pairs):
     scfg = stage_experiment(kind, cfg)
     if kind in ("il", "rl"):
         trajs = list(read_jsonl(sw_experts, Trajectory))
-        return (stage_data.il_rows if kind == "il" else stage_data.rl_rows)(trajs, scfg)
+        return (il_rows if kind == "il" else rl_rows)(trajs, scfg)
     pairs = list(read_jsonl(random_pairs, Pair))
     builder = {
-        "act": stage_data.act_rows,
-        "act_noreason": stage_data.act_rows,
-        "sft_choice": stage_data.sft_choice_rows,
-        "dpo": stage_data.dpo_rows,
+        "act": act_rows,
+        "act_noreason": act_rows,
+        "sft_choice": sft_choice_rows,
+        "dpo": dpo_rows,
     }[kind]
     return builder(pairs, scfg)
 
@@ -119,14 +122,14 @@ def test_zero_variance_watch_warns_once_only_when_every_group_is_flat():
 @pytest.mark.heavy
 def test_act_rows_render_the_selection_prompt(random_pairs, cfg):
     pairs = list(read_jsonl(random_pairs, Pair))
-    rows = stage_data.act_rows(pairs, cfg)
+    rows = act_rows(pairs, cfg)
     assert len(rows) == len(pairs)
     text = rows[0]["prompt"][0]["content"]
     assert f"Action 1: {pairs[0].candidates[0]}\nAction 2: {pairs[0].candidates[1]}" in text
     assert rows[0]["expert_index"] == pairs[0].expert_index
-    no_reason = stage_data.act_rows(pairs, stage_experiment("act_noreason", cfg))
+    no_reason = act_rows(pairs, stage_experiment("act_noreason", cfg))
     assert "Think about why" in text and "Think about why" not in no_reason[0]["prompt"][0]["content"]
-    dpo = stage_data.dpo_rows(pairs, cfg)[0]
+    dpo = dpo_rows(pairs, cfg)[0]
     assert dpo["chosen"][0]["content"] == f"<action>{pairs[0].expert_action}</action>"
     assert dpo["rejected"][0]["content"] == f"<action>{pairs[0].alternative_action}</action>"
 

@@ -7,7 +7,6 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from nemo_act import stage_data
 from nemo_act.data import Pair, Trajectory, read_jsonl
 from nemo_act.engines.nemo_rl.processors import (
     STOP_STRINGS,
@@ -19,6 +18,9 @@ from nemo_act.engines.nemo_rl.processors import (
 )
 from nemo_act.engines.nemo_rl.reward_env import REWARD_PARTS, ActionRewardEnv, SelectionRewardEnv
 from nemo_act.generation import RandomGenerator
+from nemo_act.kinds.act import act_rows
+from nemo_act.kinds.controls import dpo_rows
+from nemo_act.kinds.imitation import il_rows
 from nemo_act.prompts.render import apply_chat_template
 from nemo_act.steps.pairs import collect_pairs
 
@@ -38,7 +40,7 @@ def tokenizer(tiny_model_dir):
 
 
 def test_grpo_datum_holds_the_core_prompt_as_token_ids(pairs, tokenizer, cfg):
-    rows = stage_data.act_rows(pairs, cfg)
+    rows = act_rows(pairs, cfg)
     datum = grpo_datum(rows[0], 0, tokenizer, "act_selection", 8192, cfg.model.enable_thinking)
     (turn,) = datum["message_log"]
     expected = apply_chat_template(tokenizer, rows[0]["prompt"], cfg.model.enable_thinking)
@@ -53,20 +55,20 @@ def test_grpo_datum_holds_the_core_prompt_as_token_ids(pairs, tokenizer, cfg):
 
 
 def test_a_too_long_prompt_is_cut_and_masked_out(pairs, tokenizer, cfg):
-    row = stage_data.act_rows(pairs, cfg)[0]
+    row = act_rows(pairs, cfg)[0]
     datum = grpo_datum(row, 3, tokenizer, "act_selection", 16, cfg.model.enable_thinking)
     assert datum["length"] == 16 == len(datum["message_log"][0]["token_ids"]) and datum["loss_multiplier"] == 0.0
 
 
 def test_sft_and_dpo_datums_put_the_answer_in_its_own_assistant_turn(sw_experts, pairs, tokenizer, cfg):
-    il = stage_data.il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)
+    il = il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)
     datum = sft_datum(il[0], 0, tokenizer, 8192, cfg.model.enable_thinking)
     user, answer = datum["message_log"]
     assert answer["role"] == "assistant" and answer["content"].startswith("<action>")
     assert answer["token_ids"][-1].item() == tokenizer.eos_token_id
     full = torch.cat([user["token_ids"], answer["token_ids"]])
     assert datum["length"] == len(full) and tokenizer.decode(full).endswith(answer["content"])
-    (dpo_row,) = tag_rows("dpo", stage_data.dpo_rows(pairs[:1], cfg), cfg.model.enable_thinking)
+    (dpo_row,) = tag_rows("dpo", dpo_rows(pairs[:1], cfg), cfg.model.enable_thinking)
     record = preference_record(dpo_row)
     (best,) = [c for c in record["completions"] if c["rank"] == 0]  # NeMo-RL: lower rank is preferred
     (worse,) = [c for c in record["completions"] if c["rank"] == 1]
@@ -77,7 +79,7 @@ def test_sft_and_dpo_datums_put_the_answer_in_its_own_assistant_turn(sw_experts,
 def test_the_registered_processor_routes_tagged_rows_to_their_datum(sw_experts, pairs, tokenizer, cfg):
     """What NeMo-RL's loader calls for each row of a stage's rows file (PROCESSOR_REGISTRY["nemo_act"])."""
     thinking = cfg.model.enable_thinking
-    act = tag_rows("act", stage_data.act_rows(pairs[:2], cfg), thinking)
+    act = tag_rows("act", act_rows(pairs[:2], cfg), thinking)
     assert {r["task_name"] for r in act} == {"act_selection"} and all("enable_thinking" in r for r in act)
     datum = nemo_act_processor(act[1], None, tokenizer, 8192, 1, add_bos=True)  # run_sft.py binds add_bos etc.
     assert datum == {
@@ -85,7 +87,7 @@ def test_the_registered_processor_routes_tagged_rows_to_their_datum(sw_experts, 
         "message_log": datum["message_log"],
     }
     assert "task_name" not in datum["extra_env_info"] and "enable_thinking" not in datum["extra_env_info"]
-    il = tag_rows("il", stage_data.il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)[:1], thinking)
+    il = tag_rows("il", il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)[:1], thinking)
     assert nemo_act_processor(il[0], None, tokenizer, 8192, 0)["task_name"] == "act_sft"
     assert tag_rows("rl", [{}], thinking)[0]["task_name"] == "act_action"
     with pytest.raises(ValueError, match="task_name 'act_dpo' is not a GRPO or SFT stage's"):
@@ -99,7 +101,7 @@ def _log(answer: str) -> list[dict]:
 def test_reward_envs_return_one_column_per_part(pairs, cfg):
     env = SelectionRewardEnv(cfg.rewards.selection, cfg.benchmark.admissible_reward)
     p = pairs[0]
-    meta = {k: v for k, v in stage_data.act_rows([p], cfg)[0].items() if k != "prompt"}
+    meta = {k: v for k, v in act_rows([p], cfg)[0].items() if k != "prompt"}
     answers = [
         f"<think>the other one</think><action>{p.expert_action}</action>",
         f"<action>{p.alternative_action}</action>",
@@ -121,7 +123,7 @@ def test_reward_env_runs_as_an_actor_under_a_real_local_ray(pairs, cfg):
     ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)  # isolated cluster
     try:
         actor = ray.remote(SelectionRewardEnv).remote(cfg.rewards.selection.model_dump(), True)
-        rows = stage_data.act_rows(pairs[:8], cfg)
+        rows = act_rows(pairs[:8], cfg)
         metas = [{k: v for k, v in r.items() if k != "prompt"} for r in rows]
         logs = [_log(f"<action>{p.expert_action}</action>") for p in pairs[:8]]
         out = ray.get(actor.step.remote(logs, metas))
@@ -135,7 +137,7 @@ def test_reward_env_logs_every_part_once_per_step(pairs, cfg, tmp_path):
     log = tmp_path / "stage" / "reward_parts.jsonl"
     env = SelectionRewardEnv(cfg.rewards.selection, cfg.benchmark.admissible_reward, log)
     p = pairs[0]
-    meta = {k: v for k, v in stage_data.act_rows([p], cfg)[0].items() if k != "prompt"}
+    meta = {k: v for k, v in act_rows([p], cfg)[0].items() if k != "prompt"}
     answers = [
         f"<action>{p.expert_action}</action>",
         f"<action>{p.alternative_action}</action>",
@@ -161,7 +163,7 @@ def test_reward_env_warns_when_its_first_steps_give_grpo_no_signal(pairs, cfg, t
     """The cluster engine's counterpart of the local ZeroVarianceWatch: the reward env groups each step's
     responses by their datum (a prompt's G responses share it), logs ``frac_reward_zero_std`` and warns
     once when every group of the first ``zero_variance_steps`` steps scored alike."""
-    metas = [{k: v for k, v in stage_data.act_rows([p], cfg)[0].items() if k != "prompt"} for p in pairs[:2]]
+    metas = [{k: v for k, v in act_rows([p], cfg)[0].items() if k != "prompt"} for p in pairs[:2]]
     flat = [_log("none")] * 4  # all malformed: one reward per group
     mixed = [_log(f"<action>{pairs[0].expert_action}</action>"), _log("none"), _log("none"), _log("none")]
     batch_metas = [metas[0], metas[0], metas[1], metas[1]]

@@ -19,10 +19,12 @@ import ray  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
-from nemo_act import stage_data  # noqa: E402
 from nemo_act.data import Pair, read_jsonl  # noqa: E402
 from nemo_act.engines.nemo_rl.processors import grpo_datum  # noqa: E402
 from nemo_act.generation import RandomGenerator  # noqa: E402
+from nemo_act.kinds.act import act_rows  # noqa: E402
+from nemo_act.kinds.controls import dpo_rows  # noqa: E402
+from nemo_act.kinds.imitation import il_rows  # noqa: E402
 from nemo_act.stage_kinds import STAGE_KINDS, stage_kind  # noqa: E402
 from nemo_act.steps.pairs import collect_pairs  # noqa: E402
 
@@ -51,7 +53,7 @@ def test_registered_selection_env_scores_a_rollout_batch(local_ray, sw_experts, 
     collect_pairs(sw_experts, RandomGenerator(), cfg, pairs_file, progress=False)
     pairs = list(read_jsonl(pairs_file, Pair))[:4]
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    rows = stage_data.act_rows(pairs, cfg)
+    rows = act_rows(pairs, cfg)
     datums = [grpo_datum(r, i, tok, "act_selection", 8192, cfg.model.enable_thinking) for i, r in enumerate(rows)]
     answers = [f"<action>{pairs[0].expert_action}</action>", "<action>x</action>", "oops", "<action>y</action>"]
     answers[3] = f"<action>{pairs[3].alternative_action}</action>"
@@ -140,10 +142,10 @@ def test_nemo_rls_own_loaders_build_our_datums_and_train_only_on_the_answer(
     collect_pairs(sw_experts, RandomGenerator(), cfg, pairs_file, progress=False)
     pairs = list(read_jsonl(pairs_file, Pair))[:4]
     name = "nemo_act.engines.nemo_rl.datasets.StageRowsDataset"
-    act_rows = stage_data.act_rows(pairs, cfg)
+    grpo_rows = act_rows(pairs, cfg)
     data = {
         "max_input_seq_length": 8192, "shuffle": False,
-        "train": {"dataset_name": name, "data_path": _rows_file(tmp_path / "act.jsonl", "act", act_rows, cfg),
+        "train": {"dataset_name": name, "data_path": _rows_file(tmp_path / "act.jsonl", "act", grpo_rows, cfg),
                   "processor": "nemo_act", "env_name": "act_selection"},
         "validation": None, "default": None,
     }  # fmt: skip
@@ -152,7 +154,7 @@ def test_nemo_rls_own_loaders_build_our_datums_and_train_only_on_the_answer(
     assert val is None and type(task_to_env["act_selection"]).__name__.startswith("ActorHandle")
     assert "ACTSelectionEnvironment" in str(task_to_env["act_selection"])
     grpo = [dataset[i] for i in range(len(dataset))]
-    for i, (datum, row) in enumerate(zip(grpo, act_rows, strict=True)):
+    for i, (datum, row) in enumerate(zip(grpo, grpo_rows, strict=True)):
         ours = grpo_datum(row, i, tok, "act_selection", 8192, cfg.model.enable_thinking)
         assert datum["message_log"][0]["token_ids"].tolist() == ours["message_log"][0]["token_ids"].tolist()
         assert datum["extra_env_info"] == ours["extra_env_info"] and datum["task_name"] == "act_selection"
@@ -161,7 +163,7 @@ def test_nemo_rls_own_loaders_build_our_datums_and_train_only_on_the_answer(
         batch["task_name"] == ["act_selection"] * 4 and batch["extra_env_info"][0]["candidates"] == pairs[0].candidates
     )
 
-    il = stage_data.il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)[:3]
+    il = il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)[:3]
     sft_data = load_response_dataset(
         {"dataset_name": name, "data_path": _rows_file(tmp_path / "il.jsonl", "il", il, cfg), "processor": "nemo_act"}
     )
@@ -177,8 +179,8 @@ def test_nemo_rls_own_loaders_build_our_datums_and_train_only_on_the_answer(
     answer_tokens = [len(d["message_log"][1]["token_ids"]) for d in sft]
     assert flat["token_loss_mask"].sum(dim=1).tolist() == answer_tokens  # loss on the expert action (+ eos) only
 
-    dpo_rows = stage_data.dpo_rows(pairs, cfg)
-    dpo_file = _rows_file(tmp_path / "dpo.jsonl", "dpo", dpo_rows, cfg)
+    pref_rows = dpo_rows(pairs, cfg)
+    dpo_file = _rows_file(tmp_path / "dpo.jsonl", "dpo", pref_rows, cfg)
     pref_data = {"max_input_seq_length": 8192, "shuffle": False, "train": {"dataset_name": name, "data_path": dpo_file}}
     pref_set, _val = setup_preference_data(tok, pref_data)
     dpo = [pref_set[i] for i in range(len(pref_set))]
@@ -337,7 +339,7 @@ def score_east(response, row, values, use_admissible):
 
 
 register(RewardKind(name="east", score="twin_reward_ext:score_east", values="rewards.action"))
-register(StageKind(name="rl_east", algorithm="grpo", data="experts", rows="nemo_act.stage_data:rl_rows",
+register(StageKind(name="rl_east", algorithm="grpo", data="experts", rows="nemo_act.kinds.imitation:rl_rows",
                    prompt="generation", reward="east", train="rl"))
 '''
 

@@ -17,10 +17,13 @@ import json
 
 import pytest
 
-from nemo_act import stage_data
 from nemo_act.config import load_config
 from nemo_act.data import Trajectory
 from nemo_act.engines.local.stages import train_stage
+from nemo_act.kinds.act import act_rows, policy_act_rows
+from nemo_act.kinds.controls import dpo_rows, sft_choice_rows
+from nemo_act.kinds.imitation import il_rows, rl_rows
+from nemo_act.kinds.reflection import agent_r_rows, ee_rows, sand_rows, world_model_rows
 from nemo_act.tiny_model import build_tiny_model
 
 PINNED_IL = [6.17990, 5.98660, 5.77131]  # loss at optimizer steps 1-3 (measured 2026-11-30, 1 and 2 threads)
@@ -76,7 +79,7 @@ def test_il_first_losses_are_pinned(tmp_path):
         ]
     )  # fmt: skip
     model = build_tiny_model(tmp_path / "tiny", cfg.model.tiny)
-    rows = stage_data.il_rows(_trajectories(), cfg)
+    rows = il_rows(_trajectories(), cfg)
     assert len(rows) == 9
     out = train_stage("il", str(model), rows, cfg, tmp_path / "il")
     history = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -97,7 +100,7 @@ def warm(tmp_path_factory) -> str:
     folder = tmp_path_factory.mktemp("warm")
     cfg = load_config(overrides=WARM)
     model = build_tiny_model(folder / "tiny", cfg.model.tiny)
-    return str(train_stage("il", str(model), stage_data.il_rows(_trajectories(), cfg), cfg, folder / "il"))
+    return str(train_stage("il", str(model), il_rows(_trajectories(), cfg), cfg, folder / "il"))
 
 
 @pytest.fixture(scope="module")
@@ -153,16 +156,16 @@ def _stage_rows(kind: str, cfg, pairs: list) -> list:
     scfg = stage_experiment(kind, cfg)
     trajs = _trajectories()
     builders = {
-        "act": lambda: stage_data.act_rows(pairs, scfg),
-        "act_noreason": lambda: stage_data.act_rows(pairs, scfg),
-        "act_onpolicy": lambda: stage_data.policy_act_rows(pairs, trajs, scfg),
-        "sft_choice": lambda: stage_data.sft_choice_rows(pairs, scfg),
-        "dpo": lambda: stage_data.dpo_rows(pairs, scfg),
-        "rl": lambda: stage_data.rl_rows(trajs, scfg),
-        "ee": lambda: stage_data.ee_rows(_records("ee", trajs), trajs, scfg),
-        "ee_wm": lambda: stage_data.world_model_rows(_records("ee_wm", trajs), trajs, scfg),
-        "agent_r": lambda: stage_data.agent_r_rows(_records("agent_r", trajs), trajs, scfg),
-        "sand": lambda: stage_data.sand_rows(_records("sand", trajs), trajs, scfg),
+        "act": lambda: act_rows(pairs, scfg),
+        "act_noreason": lambda: act_rows(pairs, scfg),
+        "act_onpolicy": lambda: policy_act_rows(pairs, trajs, scfg),
+        "sft_choice": lambda: sft_choice_rows(pairs, scfg),
+        "dpo": lambda: dpo_rows(pairs, scfg),
+        "rl": lambda: rl_rows(trajs, scfg),
+        "ee": lambda: ee_rows(_records("ee", trajs), trajs, scfg),
+        "ee_wm": lambda: world_model_rows(_records("ee_wm", trajs), trajs, scfg),
+        "agent_r": lambda: agent_r_rows(_records("agent_r", trajs), trajs, scfg),
+        "sand": lambda: sand_rows(_records("sand", trajs), trajs, scfg),
     }
     return builders[kind]()
 

@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 from scripted_policy import KINDS, ScriptedPolicy, kind_of
 
-from nemo_act import stage_data
 from nemo_act.config.load import load_config
 from nemo_act.data.io import read_jsonl
 from nemo_act.data.manifest import read_manifest
 from nemo_act.data.records import Trajectory
 from nemo_act.evaluation.rollout import EpisodeRecord
 from nemo_act.generation.simple import wrap_action
+from nemo_act.kinds.imitation import il_rows
+from nemo_act.kinds.reflection import sand_rows
 from nemo_act.reflection.sand import DeliberationRecord, build_sand, distinct_actions, read_deliberations
 from nemo_act.run.plan import plan
 from nemo_act.stage_data import expand
@@ -69,11 +70,11 @@ def test_rows_put_a_kept_deliberation_before_the_expert_action_at_every_state():
                               "\n<action>go to hallway</action>", kept=True, reason="kept", **base)  # fmt: skip
     dropped = DeliberationRecord(state_id=f"{expert.trajectory_id}/1", index=1, deliberation="<action>x</action>",
                                  kept=False, reason="concludes_other", **base)  # fmt: skip
-    rows = stage_data.sand_rows([kept, dropped], [expert], cfg)
+    rows = sand_rows([kept, dropped], [expert], cfg)
     assert len(rows) == len(expert.steps)
     targets = [r["completion"][0]["content"] for r in rows]
     assert targets == [f"Walking on reaches it.\n{wrap_action('go to hallway')}", wrap_action("go to workshop")]
-    assert [r["prompt"] for r in rows] == [r["prompt"] for r in stage_data.il_rows([expert], cfg)]
+    assert [r["prompt"] for r in rows] == [r["prompt"] for r in il_rows([expert], cfg)]
 
 
 def test_iterations_repeat_the_sand_stage_and_nothing_else():
@@ -129,7 +130,7 @@ def test_build_on_real_scienceworld_states(sw_experts, tmp_path):
     assert counts["rollout_env_steps"] == sum(len(r.steps) for r in rollouts.values())
     assert counts["critiques"] == sum(len(r.candidates) for r in records) == len(rollouts)
     assert {kind_of(r.state_id) for r in records} - {"kept", "narrates_outcome"} <= set(counts["dropped"])
-    rows = stage_data.sand_rows(records, list(trajs.values()), cfg)
+    rows = sand_rows(records, list(trajs.values()), cfg)
     assert len(rows) == len(records)
     for r, row in zip(records, rows, strict=True):
         target = row["completion"][0]["content"]
@@ -151,7 +152,7 @@ def test_a_state_whose_samples_all_equal_the_expert_gets_no_deliberation(sw_expe
     assert summary.counts["dropped"] == {"all_expert": len(records)} and summary.counts["rollout_env_steps"] == 0
     assert not (tmp_path / "sand" / "rollouts.jsonl").exists()  # nothing was rolled on
     trajs = list(read_jsonl(sw_experts, Trajectory))
-    assert stage_data.sand_rows(records, trajs, cfg) == stage_data.il_rows(trajs, cfg)
+    assert sand_rows(records, trajs, cfg) == il_rows(trajs, cfg)
 
 
 @pytest.mark.heavy

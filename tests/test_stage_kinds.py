@@ -1,6 +1,7 @@
 """The stage-kind table is the one place that says what a kind is: every consumer follows it."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -207,7 +208,7 @@ def test_a_data_kind_and_its_stage_registered_from_outside_run_in_the_pipeline_a
     )  # fmt: skip
     rows = [" ".join(line.replace("│", " ").split()) for line in ls.stdout.splitlines()]
     assert "sft_echo sft on echo echo_ext" in rows and "echo echo.jsonl echo_ext" in rows  # the user's, named
-    assert "act grpo on pairs, reward selection nemo_act.stage_data" in rows
+    assert "act grpo on pairs, reward selection nemo_act.kinds.act" in rows
 
 
 @pytest.mark.heavy
@@ -236,3 +237,95 @@ def test_onpolicy_act_samples_each_rounds_alternatives_with_the_checkpoint_it_st
     assert first["counts"]["pairs"] > 0 and second["counts"]["pairs"] > 0
     assert not (run / "data" / "pairs.jsonl").exists()  # round 1 samples its own: no train pairs sampled twice
     assert set(log["selection"]) == {"init", "01_act_onpolicy", "02_act_onpolicy"}
+
+
+# One stage kind, the same module text inside nemo-act (a module of nemo_act.kinds) and outside it (a module the
+# config's `extensions` names): IL on the last expert state of each trajectory.
+KIND_MODULE = '''"""IL on the last expert state of each trajectory (a stage kind added by tests/test_stage_kinds.py)."""
+
+from collections.abc import Sequence
+
+from nemo_act.config.schema import ExperimentConfig
+from nemo_act.data.records import Trajectory
+from nemo_act.kinds.imitation import il_rows
+from nemo_act.stage_data import Row
+from nemo_act.stage_kinds import StageKind, register
+
+
+def final_rows(trajectories: Sequence[Trajectory], cfg: ExperimentConfig) -> list[Row]:
+    """The IL row of each trajectory's last state."""
+    return [il_rows([t], cfg)[-1] for t in trajectories]
+
+
+register(
+    StageKind(
+        name="il_final",
+        algorithm="sft",
+        data="experts",
+        rows=f"{__name__}:final_rows",
+        prompt="generation",
+        train="il",
+        label="IL on final states",
+        summary="IL on the last expert state of each trajectory",
+    )
+)
+'''
+PIPELINE = "defaults:\n  - ../config.yaml\n  - _self_\n{extensions}pipeline:\n  name: il_final\n  stages: [il_final]\n"
+ROWS_OF = (
+    "import json, sys\n"
+    "from nemo_act.config import load_config\n"
+    "from nemo_act.stage_data import rows_for\n"
+    "from nemo_act.stage_kinds import stage_kind\n"
+    "cfg = load_config(sys.argv[1])\n"
+    "print(json.dumps({'rows': rows_for('il_final', sys.argv[2], cfg), 'builder': stage_kind('il_final').rows,\n"
+    "                  'label': stage_kind('il_final').label}))\n"
+)
+
+
+def test_a_kind_is_one_module_and_one_yaml_inside_nemo_act_or_outside_it(tmp_path):
+    """The same module adds a stage kind to a copy of nemo-act (dropped into ``nemo_act/kinds/``, with its pipeline in
+    ``conf/pipeline/``: no other file of the copy changes) and from outside it (a module named in ``extensions``, its
+    pipeline in a ``NEMO_ACT_CONF`` folder): both runs' plans name the stage, and its rows are what the builder
+    makes, the same both ways."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import REPO, SW_EXPERTS
+
+    from nemo_act.data import Trajectory, read_jsonl
+    from nemo_act.kinds.imitation import il_rows
+
+    inside = tmp_path / "checkout"
+    for part in ("nemo_act", "conf"):
+        shutil.copytree(REPO / part, inside / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copyfile(REPO / "pyproject.toml", inside / "pyproject.toml")  # a checkout: its conf/ is the packaged one
+    (inside / "nemo_act" / "kinds" / "il_final.py").write_text(KIND_MODULE)
+    (inside / "conf" / "pipeline" / "il_final.yaml").write_text(PIPELINE.format(extensions=""))
+    outside = tmp_path / "mine"
+    (outside / "myconf" / "pipeline").mkdir(parents=True)
+    (outside / "il_final_ext.py").write_text(KIND_MODULE)
+    (outside / "myconf" / "pipeline" / "il_final.yaml").write_text(
+        PIPELINE.format(extensions="extensions: [il_final_ext]\n")
+    )
+
+    def run(pythonpath: Path, conf: str, pipeline: Path) -> tuple[dict, str]:
+        env = {**os.environ, "PYTHONPATH": str(pythonpath), "NEMO_ACT_CONF": conf, "HF_HUB_OFFLINE": "1"}
+        rows = subprocess.run([sys.executable, "-c", ROWS_OF, str(pipeline), str(SW_EXPERTS)], env=env, cwd=tmp_path,
+                              capture_output=True, text=True)  # fmt: skip
+        assert rows.returncode == 0, rows.stderr[-3000:]
+        plan = subprocess.run(
+            [sys.executable, "-m", "nemo_act.cli", "run", str(pipeline), "--run-dir", str(tmp_path / "run"),
+             f"pipeline.experts.path={SW_EXPERTS}", "pipeline.init=random"],
+            env={**env, "NEMO_ACT_DRY_RUN": "1"}, cwd=tmp_path, capture_output=True, text=True,
+        )  # fmt: skip
+        assert plan.returncode == 0, plan.stderr[-3000:]
+        return json.loads(rows.stdout), plan.stdout
+
+    mine, mine_plan = run(inside, "", inside / "conf" / "pipeline" / "il_final.yaml")
+    theirs, their_plan = run(outside, str(outside / "myconf"), outside / "myconf" / "pipeline" / "il_final.yaml")
+    assert mine["builder"] == "nemo_act.kinds.il_final:final_rows" and theirs["builder"] == "il_final_ext:final_rows"
+    assert "01_il_final" in mine_plan and "01_il_final" in their_plan
+    cfg = load_config()
+    want = [il_rows([t], cfg)[-1] for t in read_jsonl(SW_EXPERTS, Trajectory)]
+    assert mine["rows"] == theirs["rows"] == json.loads(json.dumps(want)) and len(want) == 2

@@ -19,6 +19,7 @@ from nemo_act.benchmarks.traces import REPLY_ENTRY, canonical_call, read_traces,
 from nemo_act.config.load import load_config
 from nemo_act.data.io import RecordError, read_jsonl
 from nemo_act.data.records import Pair, Trajectory
+from nemo_act.kinds.imitation import il_rows
 from nemo_act.prompts.state import state_id, trajectory_state
 from nemo_act.rewards import in_actions
 
@@ -409,7 +410,6 @@ def test_nemo_act_run_on_traces_end_to_end(tiny_model_dir, tmp_path):
 def test_report_to_tensorboard_writes_event_files_beside_the_stage(tiny_model_dir, tmp_path):
     """``train.report_to=[tensorboard]`` logs through the trainer's TensorBoard integration into
     ``<stage>/tensorboard`` (kept: ``checkpoints/`` is removed when a stage finishes)."""
-    from nemo_act import stage_data
     from nemo_act.engines.local.stages import train_stage
 
     cfg = load_config(
@@ -418,7 +418,7 @@ def test_report_to_tensorboard_writes_event_files_beside_the_stage(tiny_model_di
             "train.il.logging_steps=1", "train.il.batch_size=2", "train.il.grad_accum=1",
         ]
     )  # fmt: skip
-    rows = stage_data.il_rows(read_traces(EXAMPLE, 0.2)[:2], cfg)
+    rows = il_rows(read_traces(EXAMPLE, 0.2)[:2], cfg)
     out = train_stage("il", str(tiny_model_dir), rows, cfg, tmp_path / "01_il")
     events = list((out / "tensorboard").rglob("events.out.tfevents.*"))
     assert events and b"train/loss" in b"".join(e.read_bytes() for e in events)

@@ -12,7 +12,7 @@ The revision trajectory is the erroneous prefix (the expert's steps before the d
 (``agent_r_revision.txt``, ours: it names the wrong action, what followed, and the action to take
 instead), and the expert's action from the branching state, followed by the rest of the expert trajectory.
 With nemo-act's state prompts (the last k steps as history) that becomes SFT rows
-(:func:`nemo_act.stage_data.agent_r_rows`): one row whose prompt holds the wrong step(s) in its history
+(:func:`nemo_act.kinds.reflection.agent_r_rows`): one row whose prompt holds the wrong step(s) in its history
 and whose target is the revision turn + the expert's action, and the expert trajectories' own rows for
 every other turn. The wrong turns get no row: the loss covers only the revision and the corrected turns.
 

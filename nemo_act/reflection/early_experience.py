@@ -18,8 +18,8 @@ At every expert state (the same states ACT pairs use):
 The audit file ``reflections.jsonl`` keeps, per state, the candidates with their source and outcome, the
 generated text and why it was kept or dropped; its manifest has the counts. Each step appends per state
 and resumes where a killed build stopped. SFT rows are built from it by
-:func:`nemo_act.stage_data.ee_rows` (reflection + expert action, mixed with plain expert rows) and
-:func:`nemo_act.stage_data.world_model_rows` (the implicit world-modelling variant: predict each executed
+:func:`nemo_act.kinds.reflection.ee_rows` (reflection + expert action, mixed with plain expert rows) and
+:func:`nemo_act.kinds.reflection.world_model_rows` (the implicit world-modelling variant: predict each executed
 action's next observation).
 """
 

@@ -19,7 +19,7 @@ expert state:
    Early Experience filter (:func:`nemo_act.reflection.early_experience.judge`) drops one that concludes on
    another action, says "expert", labels candidates or narrates the expert's outcome.
 
-The SFT rows (:func:`nemo_act.stage_data.sand_rows`) are the expert trajectories with each kept
+The SFT rows (:func:`nemo_act.kinds.reflection.sand_rows`) are the expert trajectories with each kept
 deliberation as the thought before the expert's action. The audit file ``deliberations.jsonl`` keeps per
 state the candidates (source, the steps that followed, score, critique), the deliberation and kept or why
 not; rerunning with a newer checkpoint as ``generator`` is SAND's next iteration (``sand.iterations``:

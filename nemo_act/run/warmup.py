@@ -24,8 +24,9 @@ from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import read_jsonl
 from nemo_act.data.records import Pair, Trajectory
 from nemo_act.generation import RandomGenerator
+from nemo_act.kinds.imitation import il_rows
 from nemo_act.run.pipeline import PipelineRunner
-from nemo_act.stage_data import il_rows, selection_format_rows
+from nemo_act.stage_data import selection_format_rows
 from nemo_act.steps.pairs import collect_pairs
 from nemo_act.tiny_model import build_tiny_model
 

@@ -78,7 +78,7 @@ def grpo_datum(
     """A GRPO prompt (ACT selection or RL action generation) with its reward inputs.
 
     Args:
-        row: A row of ``stage_data.act_rows`` or ``stage_data.rl_rows``.
+        row: A row of ``kinds.act.act_rows`` or ``kinds.imitation.rl_rows``.
         idx: Datum index.
         tokenizer: The policy's tokenizer (with its chat template).
         task_name: Environment routing key (``act_selection`` or ``act_action``).
