@@ -5,6 +5,7 @@ The envs here are stand-ins whose ``step`` sleeps for an hour on the episode nam
 JVM round trip or ALFWorld reset looks like from the pool: a call that never returns)."""
 
 import json
+import os
 import time
 
 import pytest
@@ -278,3 +279,31 @@ def test_an_evaluation_starts_no_more_envs_than_it_has_episodes():
             assert shared._pool is None
             pool = shared.get()
             assert (pool.workers, pool.envs_per_worker) == started and shared.get() is pool
+
+
+class DiesAtStart:
+    """An env worker that dies before it answers (as one whose interpreter cannot import the package)."""
+
+    def __init__(self) -> None:
+        os._exit(3)
+
+
+def test_an_evaluation_whose_every_episode_failed_stops_and_a_rerun_plays_them_all(tmp_path, monkeypatch):
+    """Env workers that die at start lose every episode: the evaluation stops naming why instead of writing a 0%
+    summary (a bench cell once reported 0% this way), its records are moved aside, and the rerun plays anew."""
+    from functools import partial
+
+    from nemo_act.evaluation import rollout
+
+    cfg = load_config(overrides=["env.max_restarts=1"])
+    play = Play(RandomGenerator(), cfg, 0, cfg.eval.sampling, workers=1, envs_per_worker=2, progress=False)
+    episodes = [("a", 0), ("b", 0)]
+    monkeypatch.setattr(rollout, "_env_factory", lambda cfg, expert: DiesAtStart)
+    with pytest.raises(RuntimeError, match=r"every one of the 2 episodes failed \(.*\(2 times\)\); nothing is scored"):
+        rollout.run_episodes(play, episodes, tmp_path)
+    assert not (tmp_path / "summary.json").exists() and not (tmp_path / "episodes.jsonl").exists()
+    assert len((tmp_path / "episodes.failed.jsonl").read_text().splitlines()) == 2
+    monkeypatch.setattr(rollout, "_env_factory", lambda cfg, expert: partial(SleepyEnv))
+    summary = rollout.run_episodes(play, episodes, tmp_path)
+    assert summary["episodes"] == 2 and summary["failed"] == {} and summary["replays"] == 0
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary

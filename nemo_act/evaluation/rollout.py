@@ -17,7 +17,8 @@ success rate (reward 1).
 
 A worker that dies or whose env call runs past ``env.call_timeout_s`` is replaced by the pool and its
 episodes start again from their first step; an episode lost more than ``env.max_restarts`` times is
-recorded as failed with the reason (score 0, counted in ``failed``) and the evaluation goes on.
+recorded as failed with the reason (score 0, counted in ``failed``) and the evaluation goes on; an evaluation
+whose every episode failed stops with the reason instead of scoring 0 (:func:`refuse_all_failed`).
 Policies are seeded from the run seed and the request keys (episode, step), so a rerun repeats.
 """
 
@@ -224,9 +225,33 @@ def run_episodes(play: Play, episodes: Sequence[tuple[str, int]], out_dir: str |
     starts = [Start(episode_id(name, t, v), t, v, ("reset", (t, v))) for t, v in episodes]
     factory = _env_factory(play.cfg, expert=play.generator.name == "gold")
     records = play_starts(play, starts, out_dir / "episodes.jsonl", factory)
+    refuse_all_failed(records, out_dir / "episodes.jsonl")
     summary = summarize(records, play.seed, count_replays(out_dir / "episodes.jsonl"))
     write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def refuse_all_failed(records: Sequence[EpisodeRecord], out: Path) -> None:
+    """Stop an evaluation none of whose episodes could be played, instead of scoring it 0.
+
+    One lost episode is the env's (recorded as failed, score 0, and the evaluation goes on); every one of them lost
+    is the machine's or the install's (env workers that die at start, say), and a summary would report it as the
+    policy's 0%. The records and replay notes are moved aside (``*.failed.jsonl``), so a rerun plays every episode.
+
+    Raises:
+        RuntimeError: Every episode failed (the message names the folder, the count and the first reason).
+    """
+    if not records or not all(r.failed for r in records):
+        return
+    stem = out.name.split(".")[0]
+    aside = out.with_name(f"{stem}.failed.jsonl")
+    out.replace(aside)
+    if replays_path(out).exists():
+        replays_path(out).replace(out.with_name(f"{stem}.failed.replays.jsonl"))
+    raise RuntimeError(
+        f"{out.parent}: every one of the {len(records)} episodes failed ({records[0].failed}); nothing is scored "
+        f"(the records are in {aside.name}); run again once the env workers start"
+    )
 
 
 def play_starts(play: Play, starts: Sequence[Start], out: str | Path, factory: Any) -> list[EpisodeRecord]:
