@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 RUNENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 THREADS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: setup setup-lanes test test-fast lint demo check-readme-demo clean test-megatron test-megatron-image test-cluster \
+.PHONY: setup setup-lanes test test-repeats test-fast lint demo check-readme-demo clean test-megatron test-megatron-image test-cluster \
 	test-image-python test-cluster-image nemo-rl-source
 
 $(STAMP): pyproject.toml
@@ -27,10 +27,16 @@ lint: $(STAMP)
 	$(BIN)/shellcheck -x -s bash slurm/*.sub slurm/_*.sh slurm/image_setup.sh slurm/cluster.env.example bench/device_check.sh
 
 # the suite on every core (pytest-xdist), one test file per worker at a time: a file's module fixtures are
-# built once; each worker builds the session fixtures (tiny model, ScienceWorld experts) for itself
+# built once; each worker builds the session fixtures (tiny model, ScienceWorld experts) for itself. Tests marked
+# `repeat` (whole-process repeats of what cheaper tests here assert; tests/conftest.py) run in make test-repeats.
 TEST_WORKERS ?= $(THREADS)
 test: lint
-	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
+	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		-m "not repeat" --durations=25
+
+# The repeats left out of make test (a CI lane: every test runs in CI), one test per worker at a time
+test-repeats: $(STAMP)
+	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load -m repeat --durations=10
 
 # The pure-logic lane (no JVM, no benchmark data, no trained model; ~1.5 min): tests marked heavy are left out
 test-fast: $(STAMP)

@@ -1,9 +1,10 @@
 r"""What the test suite costs: wall time per lane and per module, and the slowest tests.
 
-    .venv/bin/python bench/test_cost.py [--lane fast|full] [--top 20] [--out runs/bench/test_cost]
+    .venv/bin/python bench/test_cost.py [--lane fast|test|repeats|all] [--top 20] [--out runs/bench/test_cost]
     .venv/bin/python bench/test_cost.py --from report.xml [--from other.xml ...]
 
-Runs pytest for a lane of ``make test`` (``fast``: ``-m "not heavy"``; ``full``: everything) with a JUnit
+Runs pytest for a lane (``fast``: ``make test-fast``, ``-m "not heavy"``; ``test``: ``make test``, ``-m "not repeat"``;
+``repeats``: ``make test-repeats``; ``all``: every test) with a JUnit
 XML report (pytest's own ``--junitxml``; per-test times include setup and teardown, so a session fixture is
 charged to the first test that asks for it), then prints two tables: seconds per test module (tests,
 total, share of the run) and the ``--top`` slowest tests. ``--from`` reads reports written before, e.g. by
@@ -26,7 +27,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-LANES = {"fast": ["-m", "not heavy"], "full": []}
+LANES = {"fast": ["-m", "not heavy"], "test": ["-m", "not repeat"], "repeats": ["-m", "repeat"], "all": []}
 
 
 def read_report(path: Path) -> list[dict]:
@@ -85,7 +86,7 @@ def show(summary: dict, wall: float | None, console: Console) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--lane", choices=sorted(LANES), default="full")
+    p.add_argument("--lane", choices=sorted(LANES), default="test")
     p.add_argument("--from", dest="reports", type=Path, nargs="+", help="JUnit XML reports to read instead of a run")
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--out", type=Path, default=Path("runs/bench/test_cost"))

@@ -111,8 +111,8 @@ def scienceworld(tmp_path_factory) -> None:
     if reason:
         pytest.skip(reason)
     if os.environ["JAVA_TOOL_OPTIONS"] == TEST_JAVA_OPTIONS:
-        archive = _class_archive(tmp_path_factory.mktemp("jvm"))
-        if archive is not None:
+        archive = built_once(tmp_path_factory, "jvm", lambda folder: _class_archive(folder) or folder)
+        if archive.is_file():  # the folder itself where the JVM could not make one
             os.environ["JAVA_TOOL_OPTIONS"] = f"{TEST_JAVA_OPTIONS} -XX:SharedArchiveFile={archive}"
 
 
@@ -128,6 +128,27 @@ def cfg():
     return load_config()
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """``build(folder)``'s result, made once per test run and shared by its xdist workers (else once per worker).
+
+    Under xdist every worker has its own temporary folder below one of the run's; the first worker to ask builds
+    in that shared parent under a file lock, and the others wait for it and take the same files. Outside xdist it
+    is this session's own folder. A session fixture's files are never written by a test, so sharing them changes
+    nothing but the time: the tiny model and its warm-up were built twice on 2 cores.
+    """
+    from filelock import FileLock
+
+    shared = "PYTEST_XDIST_WORKER" in os.environ
+    root = tmp_path_factory.getbasetemp().parent if shared else tmp_path_factory.getbasetemp()
+    folder, done = root / f"shared-{name}", root / f"shared-{name}.done"
+    with FileLock(str(root / f"shared-{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a build cut short by a killed worker
+            folder.mkdir()
+            done.write_text(str(build(folder)))
+    return Path(done.read_text())
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, cfg) -> Path:
     """A real tiny random Qwen3 + BPE tokenizer, built locally; the tokenizer learns its merges from the prompt
@@ -135,7 +156,9 @@ def tiny_model_dir(tmp_path_factory, cfg) -> Path:
     benchmark text than from the templates alone, so every tiny-model test runs on shorter sequences)."""
     from nemo_act.tiny_model import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", cfg.model.tiny, corpus=[SW_EXPERTS])
+    return built_once(
+        tmp_path_factory, "tiny", lambda folder: build_tiny_model(folder / "model", cfg.model.tiny, corpus=[SW_EXPERTS])
+    )
 
 
 @pytest.fixture(scope="session")
@@ -157,7 +180,9 @@ def warm_tiny_model(tiny_model_dir, sw_experts, tmp_path_factory) -> Path:
         ]
     )
     rows = il_rows(list(read_jsonl(sw_experts, Trajectory)), cfg)
-    return train_stage("il", str(tiny_model_dir), rows, cfg, tmp_path_factory.mktemp("warm") / "il")
+    return built_once(
+        tmp_path_factory, "warm", lambda folder: train_stage("il", str(tiny_model_dir), rows, cfg, folder / "il")
+    )
 
 
 @pytest.fixture(scope="session")
@@ -232,9 +257,38 @@ def installed_wheel(tmp_path_factory) -> Path:
     return venv
 
 
+# `make test` leaves out the tests marked `repeat`: whole-process repeats (a SIGKILL and a rerun, three engines in
+# a subprocess) of what cheaper tests in `make test` already assert, each naming those tests as the marker's
+# arguments (`@pytest.mark.repeat("tests/test_pairs.py::test_killed_run_...")`). `make test-repeats` runs them, and
+# CI runs both lanes, so every test still runs in CI. A repeat must be `heavy` and name keepers that exist and are no
+# repeats themselves: collection fails otherwise (`repeat_errors`).
+def repeat_errors(items) -> list[str]:
+    """What is wrong with the ``repeat`` marks of these collected items (empty when nothing is)."""
+    collected = {item.nodeid: item for item in items}
+    errors = []
+    for item in items:
+        mark = item.get_closest_marker("repeat")
+        if mark is None:
+            continue
+        if not mark.args:
+            errors.append(f"{item.nodeid}: marked repeat but names no test that keeps its assertion")
+        if item.get_closest_marker("heavy") is None:
+            errors.append(f"{item.nodeid}: a repeat must be marked heavy too")
+        for keeper in mark.args:
+            file, _, name = keeper.partition("::")
+            path = REPO / file
+            source = path.read_text() if path.is_file() else ""
+            if f"\ndef {name.split('[')[0]}(" not in source:
+                errors.append(f"{item.nodeid}: its keeper {keeper} is no test of {file}")
+            elif keeper in collected and collected[keeper].get_closest_marker("repeat") is not None:
+                errors.append(f"{item.nodeid}: its keeper {keeper} is itself a repeat, left out of make test")
+    return errors
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: the keepers are still among the items
 def pytest_collection_modifyitems(config, items):
     """Put the longest test files first; fail collection when a test needs a heavy fixture but is not marked
-    ``heavy``."""
+    ``heavy``, or a ``repeat`` names no keeper in ``make test`` (:func:`repeat_errors`)."""
     rank = {name: i for i, name in enumerate(RUN_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(RUN_FIRST)))  # stable: the rest keep their order
     unmarked = [
@@ -247,3 +301,6 @@ def pytest_collection_modifyitems(config, items):
             "tests that use a heavy fixture (" + ", ".join(sorted(HEAVY_FIXTURES)) + ") must be marked "
             "@pytest.mark.heavy (tests/conftest.py): " + ", ".join(unmarked[:10])
         )
+    errors = repeat_errors(items)
+    if errors:
+        raise pytest.UsageError("tests marked repeat (tests/conftest.py): " + "; ".join(errors[:10]))

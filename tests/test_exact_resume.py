@@ -83,7 +83,13 @@ def _metrics(out: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
 
 
-@pytest.mark.parametrize("kind", ["act", "rl", "dpo", "il"])
+# RL is ACT's trainer (TRL's GRPOTrainer, the same checkpoints and sampler replay) with another reward and rows
+RL_REPEATS_ACT = pytest.mark.repeat(
+    "tests/test_exact_resume.py::test_a_stage_killed_at_each_checkpoint_resumes_to_the_uninterrupted_weights[act]"
+)
+
+
+@pytest.mark.parametrize("kind", ["act", pytest.param("rl", marks=RL_REPEATS_ACT), "dpo", "il"])
 def test_a_stage_killed_at_each_checkpoint_resumes_to_the_uninterrupted_weights(
     kind, warm_tiny_model, sw_experts, tmp_path
 ):

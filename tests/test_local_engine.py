@@ -320,6 +320,11 @@ def test_an_evaluation_and_a_selection_are_reused_only_for_the_weights_they_used
 
 @pytest.mark.heavy
 @pytest.mark.slow
+@pytest.mark.repeat(
+    "tests/test_runlock.py::test_two_runs_on_one_folder",  # `nemo-act run` killed after a checkpoint: "resumed"
+    "tests/test_exact_resume.py::test_a_stage_killed_at_each_checkpoint_resumes_to_the_uninterrupted_weights[il]",
+    "tests/test_cli.py::test_ctrl_c_stops_a_run_with_one_line_exit_130_and_history_interrupted",
+)
 def test_killed_stage_resumes_from_its_last_checkpoint(tiny_model_dir, sw_experts, tmp_path):
     """`nemo-act run` is killed (SIGKILL) after a TRL checkpoint is written, then re-run."""
     pipeline = tmp_path / "il.yaml"

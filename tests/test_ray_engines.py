@@ -81,6 +81,10 @@ def test_every_engine_gets_work_and_answers_as_one_engine(local_ray, sw_experts,
     assert ray.available_resources().get("CPU", 0) == ENGINES
 
 
+@pytest.mark.repeat(
+    "tests/test_ray_engines.py::test_every_engine_gets_work_and_answers_as_one_engine",
+    "tests/test_pairs.py::test_killed_run_resumes_without_duplicates_or_gaps",
+)
 def test_pairs_on_three_engines_equal_one_engine_after_kill_and_resume(local_ray, sw_experts, tiny_model_dir, tmp_path):
     """`nemo-act pairs` with 3 engines is killed with SIGKILL mid-way (driver and actors go), re-run to the end,
     and its files equal a one-engine run's, byte for byte."""

@@ -253,6 +253,10 @@ def test_cli_builds_with_the_tiny_model_as_the_critic(tiny_model_dir, sw_experts
 
 @pytest.mark.heavy
 @pytest.mark.slow
+@pytest.mark.repeat(
+    "tests/test_early_experience.py::test_kill_9_mid_build_resumes_without_duplicates_or_gaps",  # ResumableStep
+    "tests/test_eval_repeats.py::test_a_killed_env_worker_or_a_ctrl_c_and_rerun_give_the_uninterrupted_episodes",
+)
 def test_kill_9_during_roll_on_resumes_without_duplicates_or_gaps(sw_experts, tmp_path):
     """A build killed with SIGKILL while it rolls candidates on resumes where it stopped: the finished
     roll-ons are kept as written (not played again), every roll-on is in the file once, and the audit file
