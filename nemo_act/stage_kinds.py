@@ -203,15 +203,24 @@ class _Registry(dict[str, StageKind]):
     """
 
     loaded = False
+    loading = False
 
     def load(self) -> None:
-        """Import the shipped kinds' modules once (their ``register`` calls read the table while it loads)."""
-        if self.loaded:
+        """Import the shipped kinds' modules once (their ``register`` calls read the table while it loads).
+
+        Raises:
+            ValueError: A module of :mod:`nemo_act.kinds` cannot be imported (the next read tries again).
+        """
+        if self.loaded or self.loading:
             return
-        self.loaded = True
-        package = import_module(SHIPPED, "the shipped stage kinds")
-        for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
-            import_module(f"{SHIPPED}.{module}", "the shipped stage kinds")
+        self.loading = True
+        try:
+            package = import_module(SHIPPED, "the shipped stage kinds")
+            for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
+                import_module(f"{SHIPPED}.{module}", "the shipped stage kinds")
+            self.loaded = True
+        finally:
+            self.loading = False
 
     def __getitem__(self, name: str) -> StageKind:
         self.load()
@@ -254,9 +263,10 @@ STAGE_KINDS: dict[str, StageKind] = _Registry()
 
 
 def register(entry: StageKind | DataKind | RewardKind) -> None:
-    """Add a stage kind, data kind or reward to the registry (what a module named in the config's ``extensions`` does).
+    """Add a stage kind, data kind or reward to the registry (what a module of :mod:`nemo_act.kinds` does, or of yours).
 
-    Registering the same entry again is a no-op (a module imported twice); another entry under a taken
+    A module of yours is named in the config's ``extensions``; the shipped kinds are registered first, so a name of
+    theirs is taken. Registering the same entry again is a no-op (a module imported twice); another entry under a taken
     name is an error.
 
     Raises:
