@@ -36,6 +36,7 @@ from nemo_act.data.resumable import ResumableStep
 from nemo_act.evaluation.rollout import EpisodeRecord, Play, episode_id, run_episodes
 from nemo_act.prompts.render import template
 from nemo_act.prompts.state import expert_action
+from nemo_act.reflection import build
 from nemo_act.rewards import same_action
 from nemo_act.steps.branching import require_episodes
 
@@ -172,7 +173,7 @@ def build_agent_r(
     ar = cfg.agent_r
     play = Play(generator, cfg, ar.seed, ar.sampling, workers, ar.envs_per_worker, gold, progress, "agent-r rollouts")
     run_episodes(play, episodes, folder / "rollouts")
-    rollouts = {r.episode_id: r for r in read_jsonl(folder / "rollouts" / "episodes.jsonl", _episode_record())}
+    rollouts = {r.episode_id: r for r in read_jsonl(folder / "rollouts" / "episodes.jsonl", EpisodeRecord)}
     records = []
     for t in trajectories:
         r = rollouts.get(episode_id(cfg.benchmark.name, t.task_id, int(t.variation or 0)))
@@ -188,22 +189,13 @@ def build_agent_r(
     return step.finish(summarize(records), inputs={"experts": experts})
 
 
-def _episode_record() -> type:
-
-    return EpisodeRecord
-
-
 def summarize(records: Sequence[RevisionRecord]) -> dict[str, Any]:
     """Counts of an audit file: episodes, kept revisions, why the others have none, where deviations were."""
-    reasons: dict[str, int] = {}
-    for r in records:
-        if not r.kept:
-            reasons[r.reason] = reasons.get(r.reason, 0) + 1
     deviations = [r.deviation for r in records if r.deviation is not None]
     return {
         "episodes": len(records),
         "kept": sum(r.kept for r in records),
-        "dropped": dict(sorted(reasons.items())),
+        "dropped": build.dropped(records),
         "mean_deviation_step": sum(deviations) / len(deviations) if deviations else None,
     }
 

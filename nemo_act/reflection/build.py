@@ -9,7 +9,8 @@ appends each chunk's records.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +60,8 @@ def per_state(
         else:
             log.close()
     return records
+
+
+def dropped(records: Iterable[Any]) -> dict[str, int]:
+    """How many records were not kept, per reason, sorted by reason: every audit file's ``dropped`` count."""
+    return dict(sorted(Counter(r.reason for r in records if not r.kept).items()))

@@ -301,10 +301,6 @@ def _reflect(
 
 def summarize(records: Sequence[ReflectionRecord]) -> dict[str, Any]:
     """Counts of an audit file: states, kept, dropped per reason, alternatives per source."""
-    reasons: dict[str, int] = {}
-    for r in records:
-        if not r.kept:
-            reasons[r.reason] = reasons.get(r.reason, 0) + 1
     sources: dict[str, int] = {}
     for r in records:
         for c in r.candidates:
@@ -313,7 +309,7 @@ def summarize(records: Sequence[ReflectionRecord]) -> dict[str, Any]:
     return {
         "states": len(records),
         "kept": sum(r.kept for r in records),
-        "dropped": dict(sorted(reasons.items())),
+        "dropped": build.dropped(records),
         "alternatives": dict(sorted(sources.items())),
         "executed": sum(c.observation is not None for r in records for c in r.candidates),
     }

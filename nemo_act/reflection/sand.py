@@ -301,14 +301,10 @@ def build_sand(
 
 def summarize(records: Sequence[DeliberationRecord]) -> dict[str, Any]:
     """Counts of an audit file: states, kept, dropped per reason, candidates rolled on per source."""
-    reasons: dict[str, int] = {}
-    for r in records:
-        if not r.kept:
-            reasons[r.reason] = reasons.get(r.reason, 0) + 1
     return {
         "states": len(records),
         "kept": sum(r.kept for r in records),
-        "dropped": dict(sorted(reasons.items())),
+        "dropped": build.dropped(records),
         "candidates": sum(c.source == "policy" for r in records for c in r.candidates),
         "critiques": sum(c.critique is not None for r in records for c in r.candidates),
     }
