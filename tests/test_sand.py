@@ -95,7 +95,7 @@ class _AlwaysExpert:
 @pytest.mark.heavy
 @pytest.mark.slow
 def test_build_on_real_scienceworld_states(sw_experts, tmp_path):
-    cfg = _cfg(tmp_path)
+    cfg = _cfg(tmp_path, "sand.candidates=2")  # 3 roll-ons a state (fresh JVMs), not 4: the same checks, 3/4 the time
     policy = ScriptedPolicy()
     summary = build_sand(cfg, sw_experts, policy, tmp_path / "sand", workers=2, progress=False)
     records = read_deliberations(summary.out)
@@ -108,7 +108,7 @@ def test_build_on_real_scienceworld_states(sw_experts, tmp_path):
         assert r.reason not in ("rollout_failed", "no_candidate", "all_expert"), r  # random samples: never the expert
         mine = [c for c in r.candidates if c.source == "expert"]
         others = [c for c in r.candidates if c.source == "policy"]
-        assert len(mine) == 1 and 1 <= len(others) <= 3
+        assert len(mine) == 1 and 1 <= len(others) <= 2
         assert all(c.action.lower() != r.expert_action.lower() for c in others)
         expert_places.add(r.candidates.index(mine[0]))
         for c in r.candidates:
