@@ -185,8 +185,11 @@ def test_ctrl_c_stops_a_run_with_one_line_exit_130_and_history_interrupted(scien
         time.sleep(0.2)  # the expert collection has begun (its resumable log exists)
     time.sleep(2)
     os.killpg(proc.pid, signal.SIGINT)
+    stopped = time.monotonic()
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
+    # the env workers were mid-episode: stopped at once, not each waited for to close its envs (30 s apiece before)
+    assert time.monotonic() - stopped < 20, f"Ctrl-C took {time.monotonic() - stopped:.0f} s to stop the run"
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
     assert err.strip().splitlines()[-1] == "interrupted (Ctrl-C): nemo-act run stopped; run it again to resume"
     events = [json.loads(line) for line in (run / "invocations.jsonl").read_text().splitlines()]

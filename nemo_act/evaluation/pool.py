@@ -36,6 +36,8 @@ from nemo_act.evaluation.env_worker import Command, build_envs, run_commands
 
 GRACE_S = 5.0  # the parent waits this much past a call's deadline (the worker's own timer fires first)
 START_S = 30.0  # and this much more for a new worker's first answer (interpreter start and imports: no timer yet)
+CLOSE_S = 30.0  # a closing pool waits this long in all for its workers to close their envs, then kills the rest
+ABORT_S = 2.0  # after Ctrl-C or an error, this long: a worker mid-call is killed (a py4j JVM exits with it)
 
 
 def _worker(conn, factory: Callable[[], Any], n_envs: int, call_timeout: float | None) -> None:
@@ -128,16 +130,19 @@ class EnvPool:
         except (EOFError, ConnectionResetError, OSError):
             raise EOFError("lost") from None
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, wait_s: float) -> None:
+        """Ask every worker to close its envs and end; kill those still there after ``wait_s`` seconds in all."""
         for conn in self._conns:
             try:
                 conn.send(None)
             except (BrokenPipeError, ConnectionResetError, OSError):
                 pass
+        deadline = time.monotonic() + wait_s
         for proc in self._procs:
-            proc.join(timeout=30)
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
             if proc.is_alive():
                 proc.kill()
+                proc.join()
 
     # ---- the pool ---------------------------------------------------------------------------------
     def _restart(self, w: int, reason: str | None = None) -> str:
@@ -271,12 +276,17 @@ class EnvPool:
         lost, self._lost = self._lost, {}
         return lost
 
-    def close(self) -> None:
-        """Stop the workers (and their envs)."""
-        self._shutdown()
+    def close(self, abort: bool = False) -> None:
+        """Stop the workers (and their envs).
+
+        Args:
+            abort: Stop now (Ctrl-C or an error: a worker mid-episode is not waited for, :data:`ABORT_S`); else
+                each gets to close its envs (:data:`CLOSE_S` in all).
+        """
+        self._shutdown(ABORT_S if abort else CLOSE_S)
 
     def __enter__(self) -> EnvPool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.close(abort=exc_type is not None)

@@ -144,11 +144,11 @@ class RayEnvPool(EnvPool):
 
         return ray.get([a.where.remote() for a in self._actors])
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, wait_s: float) -> None:
         import ray
 
         try:
-            ray.get([a.close.remote() for a in self._actors], timeout=30)
+            ray.get([a.close.remote() for a in self._actors], timeout=wait_s)
         except Exception:  # a dead or hung worker: killed below
             pass
         for a in self._actors:

@@ -152,17 +152,17 @@ class SharedEnvPool:
             self._pool = make_env_pool(*self._args)
         return self._pool
 
-    def close(self) -> None:
-        """Stop the workers, if they were started."""
+    def close(self, abort: bool = False) -> None:
+        """Stop the workers, if they were started (``abort``: at once, see :meth:`EnvPool.close`)."""
         if self._pool is not None:
-            self._pool.close()
+            self._pool.close(abort)
             self._pool = None
 
     def __enter__(self) -> SharedEnvPool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.close(abort=exc_type is not None)
 
 
 @dataclass(frozen=True)
