@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np  # noqa: TID253
 
@@ -57,6 +58,15 @@ def _check(scores: np.ndarray, name: str) -> np.ndarray:
     return scores
 
 
+def _estimate(scores: Any, func: Callable[..., np.ndarray], seed: int, **options: Any) -> Estimate:
+    """The point and interval estimate of ``func`` over ``scores`` by rliable (its ``options``), seeded."""
+    from rliable import library
+
+    with _seeded(seed):
+        point, interval = library.get_interval_estimates({"x": scores}, func, **options)
+    return Estimate(float(point["x"][0]), float(interval["x"][0][0]), float(interval["x"][1][0]))
+
+
 def _mean(scores: np.ndarray) -> np.ndarray:
     return np.array([np.mean(scores)])
 
@@ -70,14 +80,8 @@ def mean_interval(scores: np.ndarray, reps: int, confidence: float, seed: int) -
         confidence: Interval coverage (0.95).
         seed: Resampling seed.
     """
-    from rliable import library
-
     scores = _check(scores, "mean_interval")
-    with _seeded(seed):
-        point, interval = library.get_interval_estimates(
-            {"x": scores}, _mean, task_bootstrap=True, reps=reps, confidence_interval_size=confidence
-        )
-    return Estimate(float(point["x"][0]), float(interval["x"][0][0]), float(interval["x"][1][0]))
+    return _estimate(scores, _mean, seed, task_bootstrap=True, reps=reps, confidence_interval_size=confidence)
 
 
 def paired_difference(arm: np.ndarray, baseline: np.ndarray, reps: int, confidence: float, seed: int) -> Estimate:
@@ -103,15 +107,9 @@ def probability_of_improvement(
     arm: np.ndarray, baseline: np.ndarray, reps: int, confidence: float, seed: int
 ) -> Estimate:
     """Rliable's ``P(arm > baseline)`` (0.5 = no difference) with its bootstrap interval."""
-    from rliable import library
-
     arm, baseline = _check(arm, "arm"), _check(baseline, "baseline")
     func: Callable[..., np.ndarray] = lambda x, y: np.array([improvement(x, y)])  # noqa: E731
-    with _seeded(seed):
-        point, interval = library.get_interval_estimates(
-            {"x": (arm, baseline)}, func, reps=reps, confidence_interval_size=confidence
-        )
-    return Estimate(float(point["x"][0]), float(interval["x"][0][0]), float(interval["x"][1][0]))
+    return _estimate((arm, baseline), func, seed, reps=reps, confidence_interval_size=confidence)
 
 
 def verdict(difference: Estimate) -> str:
