@@ -61,7 +61,15 @@ class Engine(ABC):
 
     @abstractmethod
     def train_stage(self, kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: Path) -> Path:
-        """Train one stage; the result is an HF checkpoint folder (``out``)."""
+        """Train one stage; the result is an HF checkpoint folder (``out``).
+
+        Args:
+            kind: Stage kind (its entry in :data:`~nemo_act.stage_kinds.STAGE_KINDS`).
+            init: HF checkpoint to start from.
+            rows: Stage rows (:mod:`nemo_act.stage_data`).
+            cfg: Experiment config.
+            out: Stage folder.
+        """
 
     def fingerprint(self, cfg: ExperimentConfig) -> dict[str, Any]:
         """What of the engine changes a stage's result (not its layout: a job may be resized)."""
@@ -140,13 +148,5 @@ def shipped_engines() -> list[str]:
 
 
 def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: str | Path) -> Path:
-    """Train one stage on ``cfg.engine.name``'s engine; the result is an HF checkpoint folder.
-
-    Args:
-        kind: Stage kind.
-        init: HF checkpoint to start from.
-        rows: Stage rows (:mod:`nemo_act.stage_data`).
-        cfg: Experiment config.
-        out: Stage folder.
-    """
+    """Train one stage on ``cfg.engine.name``'s engine (:meth:`Engine.train_stage`): an HF checkpoint in ``out``."""
     return engine_for(cfg).train_stage(kind, init, rows, cfg, Path(out))

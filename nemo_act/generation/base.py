@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from nemo_act.config.schema import SamplingConfig
-from nemo_act.prompts.render import Message
+from nemo_act.config.schema import GenerationConfig, ModelConfig, SamplingConfig
+from nemo_act.prompts.render import Message, apply_chat_template
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,29 @@ class Generator(Protocol):
             seed: Base seed; the same (seed, requests) give the same samples.
         """
         ...
+
+
+class ChatModel:
+    """What the model backends share: the checkpoint, its chat template's settings, the batch size, the prompt.
+
+    A subclass loads ``tokenizer``; :meth:`render` is the exact text a request becomes.
+
+    Args:
+        model_cfg: Which model and how its chat template is called.
+        gen_cfg: The batch size (and the backend's own settings).
+        name_or_path: Overrides ``model_cfg.name_or_path`` (e.g. a stage's checkpoint).
+    """
+
+    tokenizer: Any
+
+    def __init__(self, model_cfg: ModelConfig, gen_cfg: GenerationConfig, name_or_path: str | None = None):
+        self.name = name_or_path or model_cfg.name_or_path
+        self.model_cfg = model_cfg
+        self.batch_size = gen_cfg.batch_size
+
+    def render(self, request: GenerationRequest) -> str:
+        """The exact prompt text the model sees for a request."""
+        return apply_chat_template(self.tokenizer, request.messages, self.model_cfg.enable_thinking) + request.prefill
 
 
 def seeds_each_request(generator: Generator) -> bool:

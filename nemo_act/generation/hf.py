@@ -12,8 +12,7 @@ from typing import Any
 
 from nemo_act.common.seeding import key_int
 from nemo_act.config.schema import GenerationConfig, ModelConfig, SamplingConfig
-from nemo_act.generation.base import GenerationRequest
-from nemo_act.prompts.render import apply_chat_template
+from nemo_act.generation.base import ChatModel, GenerationRequest
 
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
@@ -40,7 +39,7 @@ def resolve_device(device: str) -> str:
     return device
 
 
-class HFGenerator:
+class HFGenerator(ChatModel):
     """Sample with ``model.generate`` from an HF checkpoint (hub name or folder).
 
     Args:
@@ -55,9 +54,7 @@ class HFGenerator:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        self.name = name_or_path or model_cfg.name_or_path
-        self.model_cfg = model_cfg
-        self.batch_size = gen_cfg.batch_size
+        super().__init__(model_cfg, gen_cfg, name_or_path)
         self.device = resolve_device(gen_cfg.device)
         self.tokenizer = AutoTokenizer.from_pretrained(self.name)
         self.tokenizer.padding_side = "left"
@@ -66,10 +63,6 @@ class HFGenerator:
         dtype: Any = "auto" if model_cfg.dtype == "auto" else getattr(torch, _DTYPES[model_cfg.dtype])
         self.model = AutoModelForCausalLM.from_pretrained(self.name, dtype=dtype).to(self.device)
         self.model.eval()
-
-    def render(self, request: GenerationRequest) -> str:
-        """The exact prompt text the model sees for a request."""
-        return apply_chat_template(self.tokenizer, request.messages, self.model_cfg.enable_thinking) + request.prefill
 
     def _decode(self, ids: list[int]) -> str:
         eos = self.tokenizer.eos_token_id

@@ -36,9 +36,8 @@ from typing import Any
 
 from nemo_act.common.seeding import key_int
 from nemo_act.config.schema import GenerationConfig, ModelConfig, SamplingConfig
-from nemo_act.generation.base import GenerationRequest
+from nemo_act.generation.base import ChatModel, GenerationRequest
 from nemo_act.generation.hf import check_prompt_length
-from nemo_act.prompts.render import apply_chat_template
 from nemo_act.rewards import ACTION_CLOSE
 
 STOP = [ACTION_CLOSE]
@@ -118,7 +117,7 @@ def sampling_params(sampling: SamplingConfig, n: int, seed: int, key: str) -> di
     }
 
 
-class VLLMGenerator:
+class VLLMGenerator(ChatModel):
     """Sample from an HF checkpoint with vLLM's offline engine.
 
     Args:
@@ -139,9 +138,7 @@ class VLLMGenerator:
             ) from err
         if gen_cfg.vllm is None:
             raise ValueError("generation.backend=vllm needs generation.vllm (compose with generation=vllm)")
-        self.name = name_or_path or model_cfg.name_or_path
-        self.model_cfg = model_cfg
-        self.batch_size = gen_cfg.batch_size
+        super().__init__(model_cfg, gen_cfg, name_or_path)
         self.llm = LLM(
             model=self.name,
             tensor_parallel_size=gen_cfg.vllm.tensor_parallel,
@@ -153,10 +150,6 @@ class VLLMGenerator:
             enable_prefix_caching=False,  # prompt_logprobs are wrong with it on (see the module docstring)
         )
         self.tokenizer = self.llm.get_tokenizer()
-
-    def render(self, request: GenerationRequest) -> str:
-        """The exact prompt text the model sees for a request."""
-        return apply_chat_template(self.tokenizer, request.messages, self.model_cfg.enable_thinking) + request.prefill
 
     def _prompt_ids(self, request: GenerationRequest, max_new_tokens: int) -> list[int]:
         ids = self.tokenizer(self.render(request), add_special_tokens=False)["input_ids"]

@@ -29,8 +29,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.data.io import read_all, read_jsonl, write_jsonl
-from nemo_act.data.manifest import Summary, file_sha256
+from nemo_act.data.io import read_jsonl, write_jsonl
+from nemo_act.data.manifest import Summary
 from nemo_act.data.records import Trajectory, _Record
 from nemo_act.data.resumable import ResumableStep
 from nemo_act.evaluation.rollout import EpisodeRecord, Play, episode_id, run_episodes
@@ -38,7 +38,6 @@ from nemo_act.prompts.render import template
 from nemo_act.prompts.state import expert_action
 from nemo_act.reflection import build
 from nemo_act.rewards import same_action
-from nemo_act.steps.branching import require_episodes
 
 
 class WrongStep(_Record):
@@ -131,17 +130,6 @@ def revision_history(expert: Trajectory, record: RevisionRecord) -> tuple[list[t
     return past, record.wrong[-1].next_observation
 
 
-def _params(cfg: ExperimentConfig, policy: str, experts: Path) -> dict[str, Any]:
-    return {
-        "policy": policy,
-        "agent_r": cfg.agent_r.model_dump(),
-        "prompt": cfg.prompt.model_dump(),
-        "benchmark": cfg.benchmark.model_dump(),
-        "enable_thinking": cfg.model.enable_thinking,
-        "experts_sha256": file_sha256(experts),
-    }
-
-
 def build_agent_r(
     cfg: ExperimentConfig, experts: str | Path, generator: Any, folder: str | Path, workers: int, progress: bool = True
 ) -> Summary:
@@ -160,14 +148,12 @@ def build_agent_r(
     """
     experts, folder = Path(experts), Path(folder)
     out = folder / "revisions.jsonl"
-    params = _params(cfg, generator.name, experts)
+    params = build.params(cfg, "agent_r", experts, policy=generator.name)
     step = ResumableStep.in_folder(folder, out, "agent_r", params, ("rollouts", "revisions.jsonl"))
     reused = step.reused()
     if reused is not None:
         return reused
-    step.begin()
-    trajectories = read_all(experts, Trajectory, "expert trajectories")
-    require_episodes(trajectories, experts, "Agent-R")
+    trajectories = build.begin(step, experts, "Agent-R")
     episodes = [(t.task_id, int(t.variation or 0)) for t in trajectories]
     gold = {episode_id(cfg.benchmark.name, t, v): traj for (t, v), traj in zip(episodes, trajectories, strict=True)}
     ar = cfg.agent_r

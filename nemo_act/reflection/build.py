@@ -4,7 +4,7 @@ A build folder holds its intermediate files (resumable) and its audit file with 
 finished build, guarding an unfinished one's parameters and clearing an earlier build's files is
 :meth:`~nemo_act.data.resumable.ResumableStep.in_folder`'s, as for every resumable step. :func:`per_state`
 runs one step over every state on a fixed grid of chunks (so a resumed run asks for the same batches) and
-appends each chunk's records.
+appends each chunk's records; :func:`params` and :func:`begin` are what every build depends on and starts with.
 """
 
 from __future__ import annotations
@@ -16,8 +16,46 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from nemo_act.data.io import ResumableJsonl
+from nemo_act.config.schema import ExperimentConfig
+from nemo_act.data.io import ResumableJsonl, read_all
+from nemo_act.data.manifest import file_sha256
+from nemo_act.data.records import Trajectory
+from nemo_act.data.resumable import ResumableStep
 from nemo_act.prompts.state import state_id
+from nemo_act.steps.branching import require_episodes
+
+
+def params(cfg: ExperimentConfig, block: str, experts: Path, **models: str) -> dict[str, Any]:
+    """What a reflection build's output depends on (its manifest's ``params``).
+
+    Args:
+        cfg: Experiment config.
+        block: The build's own config block (``early_experience``, ``sand``, ``agent_r``).
+        experts: The expert trajectories it reads (their digest is a parameter).
+        **models: The models it calls, by role (``policy=``, ``critic=``).
+    """
+    return {
+        **models,
+        block: getattr(cfg, block).model_dump(),
+        "prompt": cfg.prompt.model_dump(),
+        "benchmark": cfg.benchmark.model_dump(),
+        "enable_thinking": cfg.model.enable_thinking,
+        "experts_sha256": file_sha256(experts),
+    }
+
+
+def begin(step: ResumableStep, experts: Path, method: str) -> list[Trajectory]:
+    """Start (or resume) a build's step and read its expert episodes, each checked to name its env episode.
+
+    Args:
+        step: The build's step, not reusable (:meth:`~nemo_act.data.resumable.ResumableStep.reused` was None).
+        experts: Expert trajectories file.
+        method: The baseline's name, for the error an episode without a variation raises.
+    """
+    step.begin()
+    trajectories = read_all(experts, Trajectory, "expert trajectories")
+    require_episodes(trajectories, experts, method)
+    return trajectories
 
 
 def per_state(

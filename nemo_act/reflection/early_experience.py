@@ -34,8 +34,8 @@ from pydantic import Field
 
 from nemo_act.common.seeding import key_rng
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.data.io import ResumableJsonl, read_all, read_jsonl, write_jsonl
-from nemo_act.data.manifest import Summary, file_sha256
+from nemo_act.data.io import ResumableJsonl, read_jsonl, write_jsonl
+from nemo_act.data.manifest import Summary
 from nemo_act.data.records import Trajectory, _Record
 from nemo_act.data.resumable import ResumableStep
 from nemo_act.generation.base import GenerationRequest
@@ -43,7 +43,7 @@ from nemo_act.prompts.render import as_messages, reflection_prompt
 from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
 from nemo_act.reflection import build
 from nemo_act.rewards import ACTION_OPEN, normalize_action, parse_action, same_action
-from nemo_act.steps.branching import BranchRecord, branch_states, require_episodes
+from nemo_act.steps.branching import BranchRecord, branch_states
 from nemo_act.steps.pairs import sampling_request
 
 DropReason = Literal[
@@ -158,22 +158,31 @@ def judge(
     return "kept", None
 
 
-def _params(cfg: ExperimentConfig, policy: str, experts: Path) -> dict[str, Any]:
-    return {
-        "policy": policy,
-        "early_experience": cfg.early_experience.model_dump(),
-        "prompt": cfg.prompt.model_dump(),
-        "max_admissible_shown": cfg.benchmark.max_admissible_shown,
-        "enable_thinking": cfg.model.enable_thinking,
-        "benchmark": cfg.benchmark.model_dump(),
-        "experts_sha256": file_sha256(experts),
-    }
-
-
 def _state_text(traj: Trajectory, index: int, cfg: ExperimentConfig) -> str:
     state = trajectory_state(traj, index, cfg.prompt.history_k, cfg.benchmark.max_admissible_shown)
     past = [f"{h.observation} {h.action}" for h in state.history]
     return "\n".join([state.task_description, *past, state.observation])
+
+
+def judged(
+    traj: Trajectory, index: int, text: str, outcome: str, cfg: ExperimentConfig, max_quoted_words: int
+) -> dict[str, Any]:
+    """The fields every judged audit record has: its state, the expert's action, and kept or why not.
+
+    Args:
+        traj: The expert trajectory.
+        index: The state's step index in it.
+        text: The generated response (a reflection or a deliberation).
+        outcome: What the env showed after the expert action.
+        cfg: Experiment config (the state's history and admissible actions, as the prompt showed them).
+        max_quoted_words: Consecutive words of the outcome that count as narrating it.
+    """
+    expert = expert_action(traj, index)
+    reason, detail = judge(text, expert, outcome, _state_text(traj, index, cfg), max_quoted_words)
+    return {
+        "state_id": state_id(traj, index), "trajectory_id": traj.trajectory_id, "index": index,
+        "expert_action": expert, "kept": reason == "kept", "reason": reason, "detail": detail,
+    }  # fmt: skip
 
 
 def _alternatives(
@@ -226,14 +235,13 @@ def build_early_experience(
     """
     experts, folder = Path(experts), Path(folder)
     out = folder / "reflections.jsonl"
-    step = ResumableStep.in_folder(folder, out, "early_experience", _params(cfg, generator.name, experts), BUILD_FILES)
+    params = build.params(cfg, "early_experience", experts, policy=generator.name)
+    params["max_admissible_shown"] = cfg.benchmark.max_admissible_shown  # also in "benchmark"; kept so builds reuse
+    step = ResumableStep.in_folder(folder, out, "early_experience", params, BUILD_FILES)
     reused = step.reused()
     if reused is not None:
         return reused
-    step.begin()
-    trajectories = read_all(experts, Trajectory, "expert trajectories")
-    require_episodes(trajectories, experts, "Early Experience")
-    states = list(iter_states(trajectories))
+    states = list(iter_states(build.begin(step, experts, "Early Experience")))
     alternatives = _alternatives(cfg, states, generator, folder, progress)
     ee = cfg.early_experience
     requests = []
@@ -289,13 +297,9 @@ def _reflect(
     if asks:
         texts = generator.generate([a[3] for a in asks], 1, ee.reflection_sampling, ee.seed)
         for (t, i, shown, _), (text,) in zip(asks, texts, strict=True):
-            sid, expert = state_id(t, i), expert_action(t, i)
             outcome = next(c.observation for c in shown if c.source == "expert") or ""
-            reason, detail = judge(text, expert, outcome, _state_text(t, i, cfg), ee.max_quoted_words)
-            records[sid] = ReflectionRecord(
-                state_id=sid, trajectory_id=t.trajectory_id, index=i, expert_action=expert, candidates=shown,
-                reflection=text, kept=reason == "kept", reason=reason, detail=detail,
-            )  # fmt: skip
+            fields = judged(t, i, text, outcome, cfg, ee.max_quoted_words)
+            records[fields["state_id"]] = ReflectionRecord(**fields, candidates=shown, reflection=text)
     return [records[state_id(t, i)] for t, i in chunk]
 
 

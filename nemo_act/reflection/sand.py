@@ -37,8 +37,8 @@ from pydantic import Field
 
 from nemo_act.common.seeding import key_rng
 from nemo_act.config.schema import ExperimentConfig
-from nemo_act.data.io import ResumableJsonl, read_all, read_jsonl, write_jsonl
-from nemo_act.data.manifest import Summary, file_sha256
+from nemo_act.data.io import ResumableJsonl, read_jsonl, write_jsonl
+from nemo_act.data.manifest import Summary
 from nemo_act.data.records import Trajectory, _Record
 from nemo_act.data.resumable import ResumableStep
 from nemo_act.evaluation.rollout import EpisodeRecord, Play, play_starts
@@ -46,9 +46,9 @@ from nemo_act.generation.base import GenerationRequest
 from nemo_act.prompts.render import as_messages, critique_prompt, deliberation_prompt
 from nemo_act.prompts.state import expert_action, iter_states, state_id, trajectory_state
 from nemo_act.reflection import build
-from nemo_act.reflection.early_experience import DropReason, _state_text, judge, reflection_body
+from nemo_act.reflection.early_experience import DropReason, judged, reflection_body
 from nemo_act.rewards import normalize_action, parse_action
-from nemo_act.steps.branching import BranchingEnv, require_episodes, roll_on_start
+from nemo_act.steps.branching import BranchingEnv, roll_on_start
 from nemo_act.steps.pairs import sampling_request
 
 BUILD_FILES = ("candidates.jsonl", "rollouts.jsonl", "deliberations.jsonl")
@@ -107,18 +107,6 @@ def distinct_actions(samples: Sequence[str], expert: Sequence[str]) -> tuple[lis
             taken.add(key)
             out.append(parsed.action)
     return out, same
-
-
-def _params(cfg: ExperimentConfig, policy: str, critic: str, experts: Path) -> dict[str, Any]:
-    return {
-        "policy": policy,
-        "critic": critic,
-        "sand": cfg.sand.model_dump(),
-        "prompt": cfg.prompt.model_dump(),
-        "benchmark": cfg.benchmark.model_dump(),
-        "enable_thinking": cfg.model.enable_thinking,
-        "experts_sha256": file_sha256(experts),
-    }
 
 
 def _sample(
@@ -238,15 +226,12 @@ def _deliberate(
                                               gold_action=expert_action(t, i)))  # fmt: skip
         answers = critic.generate(requests, 1, sd.critic_sampling, sd.seed)
         for (t, i, _, cands), (text,) in zip(asks, answers, strict=True):
-            sid, expert = state_id(t, i), expert_action(t, i)
             mine = next(c for c in cands if c.source == "expert")
-            outcome = mine.steps[0][1] if mine.steps else ""
-            reason, detail = judge(text, expert, outcome, _state_text(t, i, cfg), sd.max_quoted_words)
+            fields = judged(t, i, text, mine.steps[0][1] if mine.steps else "", cfg, sd.max_quoted_words)
+            sid = fields["state_id"]
             records[sid] = DeliberationRecord(
-                state_id=sid, trajectory_id=t.trajectory_id, index=i, expert_action=expert,
-                samples=sampled[sid].samples, candidates=cands, deliberation=text, kept=reason == "kept",
-                reason=reason, detail=detail,
-            )  # fmt: skip
+                **fields, samples=sampled[sid].samples, candidates=cands, deliberation=text
+            )
     return [records[state_id(t, i)] for t, i in chunk]
 
 
@@ -278,15 +263,12 @@ def build_sand(
     experts, folder = Path(experts), Path(folder)
     critic = critic or generator
     out = folder / "deliberations.jsonl"
-    params = _params(cfg, generator.name, critic.name, experts)
+    params = build.params(cfg, "sand", experts, policy=generator.name, critic=critic.name)
     step = ResumableStep.in_folder(folder, out, "sand", params, BUILD_FILES)
     reused = step.reused()
     if reused is not None:
         return reused
-    step.begin()
-    trajectories = read_all(experts, Trajectory, "expert trajectories")
-    require_episodes(trajectories, experts, "SAND")
-    states = list(iter_states(trajectories))
+    states = list(iter_states(build.begin(step, experts, "SAND")))
     sampled = _sample(cfg, states, generator, folder, progress)
     rolled = _roll_on(cfg, states, sampled, generator, folder, workers, progress)
     records = build.per_state(
