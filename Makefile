@@ -9,7 +9,7 @@ RUNENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 THREADS ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: setup setup-lanes test test-repeats test-fast lint demo check-readme-demo clean test-megatron test-megatron-image test-cluster \
-	test-image-python test-cluster-image nemo-rl-source
+	test-image-python test-cluster-image nemo-rl-source duplicates
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check nemo_act tests bench tools tests_megatron
 	$(BIN)/ruff format --check nemo_act tests bench tools tests_megatron
 	$(BIN)/shellcheck -x -s bash slurm/*.sub slurm/_*.sh slurm/image_setup.sh slurm/cluster.env.example bench/device_check.sh
+
+# copy-pasted code inside nemo_act/: at most 3 clone pairs (jscpd, pinned in tools/duplicates; needs Node.js, npm)
+duplicates:
+	$(PYTHON) tools/duplicates/check.py
 
 # the suite on every core (pytest-xdist), one test file per worker at a time: a file's module fixtures are
 # built once; each worker builds the session fixtures (tiny model, ScienceWorld experts) for itself. Tests marked
@@ -136,4 +140,4 @@ check-readme-demo:
 	$(PYTHON) tools/check_readme_demo.py README.md runs/demo/report/summary.md
 
 clean:
-	rm -rf runs .pytest_cache .ruff_cache
+	rm -rf runs .pytest_cache .ruff_cache tools/duplicates/node_modules

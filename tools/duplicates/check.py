@@ -1,0 +1,76 @@
+"""Count the copy-pasted code inside nemo_act/ and fail past a limit (``make duplicates``, a CI lane).
+
+The detector is jscpd (pinned with its lock in this folder; installed with ``npm ci`` on first use), the field's
+copy-paste detector, run on the package's Python files. Its one setting that matters, the fewest tokens a clone
+must span, is calibrated on the tree issue 47 was filed against (commit aa650bb, 89 modules): 38 tokens is the
+setting at which jscpd finds the 9 pairs the issue counted there (at its default, 50, it finds 2; at 35, 17). The
+limit is the issue's: at most 3 pairs.
+
+Usage: ``python tools/duplicates/check.py [--max N] [--min-tokens N] [PATH ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+MIN_TOKENS = 38
+MAX_PAIRS = 3
+
+
+def jscpd() -> Path:
+    """The pinned jscpd, installed from this folder's lock the first time."""
+    exe = HERE / "node_modules" / ".bin" / "jscpd"
+    if not exe.exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            sys.exit("tools/duplicates: needs Node.js and npm (Debian: apt-get install nodejs npm)")
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=HERE, check=True)
+    return exe
+
+
+def clones(paths: list[Path], min_tokens: int) -> list[dict]:
+    """The clone pairs jscpd finds in the Python files under ``paths`` (its JSON report's ``duplicates``)."""
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [str(jscpd()), "--silent", "--format", "python", "--min-tokens", str(min_tokens)]
+        cmd += ["--reporters", "json", "--output", out, *map(str, paths)]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        return json.loads((Path(out) / "jscpd-report.json").read_text())["duplicates"]
+
+
+def _shown(path: Path) -> str:
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _where(side: dict) -> str:
+    return f"{_shown(Path(side['name']))}:{side['start']}-{side['end']}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print every clone pair as a table row; exit 1 when there are more than ``--max``."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="*", type=Path, default=[ROOT / "nemo_act"])
+    ap.add_argument("--max", type=int, default=MAX_PAIRS, help="most clone pairs allowed")
+    ap.add_argument("--min-tokens", type=int, default=MIN_TOKENS, help="fewest tokens a clone spans")
+    args = ap.parse_args(argv)
+    found = clones([p.resolve() for p in args.paths], args.min_tokens)
+    print(f"| lines | tokens | first | second |  (jscpd, clones of >= {args.min_tokens} tokens)")
+    print("|---:|---:|---|---|")
+    for c in found:
+        print(f"| {c['lines']} | {c['tokens']} | {_where(c['firstFile'])} | {_where(c['secondFile'])} |")
+    where = ", ".join(map(_shown, args.paths))
+    verdict = "ok" if len(found) <= args.max else "too many"
+    print(f"duplicates: {len(found)} pairs in {where} (at most {args.max}): {verdict}")
+    return 0 if len(found) <= args.max else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
