@@ -22,7 +22,7 @@ with it). Nothing else names a kind: docs/extending.md.
 from __future__ import annotations
 
 import pkgutil
-from collections.abc import ItemsView, Iterator, KeysView, Sequence, ValuesView
+from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -194,16 +194,20 @@ class StageKind:
 SHIPPED = "nemo_act.kinds"  # the package of the shipped kinds: each of its modules registers its own
 
 
-class _Registry(dict[str, StageKind]):
+class _Registry(MutableMapping[str, StageKind]):
     """The stage kinds by name: those nemo-act ships and those an extension registered.
 
     The shipped ones are declared in the modules of :mod:`nemo_act.kinds`, each with its row builders (a higher floor:
     they render prompts), so the table imports every module of that package (found on disk, named nowhere) the first
     time it is read, the way the config's ``extensions`` are imported by name: no import statement goes up a floor.
+    Every read goes through ``__getitem__``, ``__iter__`` or ``__len__`` (``get``, ``in``, ``keys``, ``items`` and
+    ``values`` are the mapping's own, built on them), and each of those loads first.
     """
 
-    loaded = False
-    loading = False
+    def __init__(self) -> None:
+        self._kinds: dict[str, StageKind] = {}
+        self.loaded = False
+        self.loading = False
 
     def load(self) -> None:
         """Import the shipped kinds' modules once (their ``register`` calls read the table while it loads).
@@ -224,42 +228,24 @@ class _Registry(dict[str, StageKind]):
 
     def __getitem__(self, name: str) -> StageKind:
         self.load()
-        return super().__getitem__(name)
-
-    def __contains__(self, name: object) -> bool:
-        self.load()
-        return super().__contains__(name)
+        return self._kinds[name]
 
     def __iter__(self) -> Iterator[str]:
         self.load()
-        return super().__iter__()
+        return iter(self._kinds)
 
     def __len__(self) -> int:
         self.load()
-        return super().__len__()
+        return len(self._kinds)
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
-        """The entry of ``name``, else ``default``."""
-        self.load()
-        return super().get(name, default)
+    def __setitem__(self, name: str, entry: StageKind) -> None:
+        self._kinds[name] = entry
 
-    def keys(self) -> KeysView[str]:  # type: ignore[override]
-        """The kinds' names."""
-        self.load()
-        return super().keys()
-
-    def values(self) -> ValuesView[StageKind]:  # type: ignore[override]
-        """The kinds' entries."""
-        self.load()
-        return super().values()
-
-    def items(self) -> ItemsView[str, StageKind]:  # type: ignore[override]
-        """The kinds by name."""
-        self.load()
-        return super().items()
+    def __delitem__(self, name: str) -> None:
+        del self._kinds[name]
 
 
-STAGE_KINDS: dict[str, StageKind] = _Registry()
+STAGE_KINDS: MutableMapping[str, StageKind] = _Registry()
 
 
 def register(entry: StageKind | DataKind | RewardKind) -> None:
@@ -272,7 +258,9 @@ def register(entry: StageKind | DataKind | RewardKind) -> None:
     Raises:
         ValueError: The name is taken by a different entry.
     """
-    tables: dict[type, dict[str, Any]] = {StageKind: STAGE_KINDS, DataKind: DATA_KINDS, RewardKind: REWARD_KINDS}
+    tables: dict[type, MutableMapping[str, Any]] = {
+        StageKind: STAGE_KINDS, DataKind: DATA_KINDS, RewardKind: REWARD_KINDS
+    }  # fmt: skip
     table = tables[type(entry)]
     old = table.get(entry.name)
     if old is not None and old != entry:
