@@ -6,7 +6,7 @@ from pathlib import Path
 from nemo_act.run.demo import SUMMARY_NOTE, summary_markdown
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from check_readme_demo import BEGIN, END, check  # noqa: E402
+from check_readme_demo import BEGIN, END, check, cpu_vendor, readme_blocks  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,22 +40,36 @@ def test_the_summary_is_markdown_tables_of_the_results_and_the_selection():
            "0.5% ± 1.0 (1/200) | 60.0% ± 1.0 (120/200) |" in lines  # fmt: skip
 
 
-def test_the_readme_check_passes_on_the_same_block_and_names_a_difference(tmp_path):
+def test_the_readme_check_compares_the_block_of_the_cpus_vendor_and_names_a_difference(tmp_path):
     summary = tmp_path / "summary.md"
     summary.write_text(summary_markdown(RUNS))
+    other = summary.read_text().replace("28.50", "27.25")
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{BEGIN}\n{summary.read_text()}{END}\n\nmore\n")
-    assert check(readme, summary)[0] == 0
-    readme.write_text(readme.read_text().replace("28.50", "29.50"))
-    code, message = check(readme, summary)
-    assert code == 1 and "-| act_il_rl | 29.50" in message and "+| act_il_rl | 28.50" in message
-    assert check(readme, tmp_path / "none.md")[0] == 2
+    intel, amd = BEGIN.format(cpu="GenuineIntel"), BEGIN.format(cpu="AuthenticAMD")
+    readme.write_text(f"# x\n\n{amd}\n{other}{END}\n\n{intel}\n{summary.read_text()}{END}\n\nmore\n")
+    assert check(readme, summary, "GenuineIntel")[0] == 0
+    code, message = check(readme, summary, "AuthenticAMD")
+    assert code == 1 and "-| act_il_rl | 27.25" in message and "+| act_il_rl | 28.50" in message
+    code, message = check(readme, summary, "aarch64")
+    assert code == 2 and "no demo block for this CPU's vendor aarch64 (blocks: AuthenticAMD, GenuineIntel)" in message
+    assert check(readme, tmp_path / "none.md", "GenuineIntel")[0] == 2
     readme.write_text("no block\n")
-    assert check(readme, summary)[0] == 2
+    assert check(readme, summary, "GenuineIntel")[0] == 2
 
 
-def test_the_readme_has_one_demo_block_written_by_the_demo():
+def test_the_cpu_vendor_is_the_kernels_vendor_id(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n\nprocessor\t: 1\nvendor_id\t: AuthenticAMD\n"
+    )
+    assert cpu_vendor(info) == "AuthenticAMD"
+    assert cpu_vendor(tmp_path / "none")  # no /proc/cpuinfo: the architecture's name
+
+
+def test_the_readme_has_a_demo_block_per_vendor_each_written_by_the_demo():
     text = (REPO / "README.md").read_text()
-    assert text.count(BEGIN) == 1 and text.count(END) == 1
-    block = text.split(BEGIN)[1].split(END)[0].strip().splitlines()
-    assert block[0] == SUMMARY_NOTE and block[2].startswith("| pipeline |")
+    blocks = readme_blocks(text)
+    assert sorted(blocks) == ["AuthenticAMD", "GenuineIntel"] and text.count(END) == len(blocks)
+    for block in blocks.values():
+        lines = block.splitlines()
+        assert lines[0] == SUMMARY_NOTE and lines[2].startswith("| pipeline |")
