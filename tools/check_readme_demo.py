@@ -13,6 +13,7 @@ missing or README has no block for the vendor (the message says which blocks the
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import platform
 import re
@@ -40,8 +41,7 @@ def readme_blocks(text: str) -> dict[str, str]:
     for i, line in enumerate(lines):
         m = _BEGIN.fullmatch(line.strip())
         if m and END in lines[i + 1 :]:
-            end = lines.index(END, i + 1)
-            blocks[m.group(1)] = "\n".join(lines[i + 1 : end]).strip() + "\n"
+            blocks[m.group(1)] = "\n".join(lines[i + 1 : lines.index(END, i + 1)]).strip() + "\n"
     return blocks
 
 
@@ -65,16 +65,13 @@ def check(readme: Path, summary: Path, cpu: str) -> tuple[int, str]:
 
 
 def main(argv: list[str]) -> int:
-    """Check README.md (or the first argument) against the summary (or the second); print the verdict."""
-    args = list(argv)
-    cpu = cpu_vendor()
-    if "--cpu" in args:
-        at = args.index("--cpu")
-        cpu = args[at + 1]
-        del args[at : at + 2]
-    readme = Path(args[0]) if args else Path("README.md")
-    summary = Path(args[1]) if len(args) > 1 else Path("runs/demo/report/summary.md")
-    code, message = check(readme, summary, cpu)
+    """Check README.md against the demo's summary for this CPU's vendor (or ``--cpu``'s); print the verdict."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("readme", nargs="?", type=Path, default=Path("README.md"))
+    ap.add_argument("summary", nargs="?", type=Path, default=Path("runs/demo/report/summary.md"))
+    ap.add_argument("--cpu", default=None, help="the vendor whose block to compare (default: this CPU's vendor_id)")
+    args = ap.parse_args(argv)
+    code, message = check(args.readme, args.summary, args.cpu or cpu_vendor())
     print(message, file=sys.stderr if code else sys.stdout)
     return code
 

@@ -66,10 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     print("|---:|---:|---|---|")
     for c in found:
         print(f"| {c['lines']} | {c['tokens']} | {_where(c['firstFile'])} | {_where(c['secondFile'])} |")
+    ok = len(found) <= args.max
     where = ", ".join(map(_shown, args.paths))
-    verdict = "ok" if len(found) <= args.max else "too many"
-    print(f"duplicates: {len(found)} pairs in {where} (at most {args.max}): {verdict}")
-    return 0 if len(found) <= args.max else 1
+    print(f"duplicates: {len(found)} pairs in {where} (at most {args.max}): {'ok' if ok else 'too many'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
