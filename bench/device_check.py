@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import platform
@@ -42,9 +43,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from nemo_act.kinds.act import act_rows
-
+# nemo_act from this checkout whatever the working directory and PYTHONPATH. Nothing of nemo_act is imported at
+# the top: its config schema needs pydantic and yaml, which a device image may lack; only the act part needs them.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+LOCAL_ENGINE = ("omegaconf", "pydantic", "yaml", "trl", "datasets", "rich")  # what the act part imports beyond torch
 
 # Qwen/Qwen3-0.6B's config.json
 SHAPE = {"hidden": 1024, "ffn": 3072, "layers": 28, "heads": 16, "kv_heads": 8, "head_dim": 128, "vocab": 151936}
@@ -181,6 +183,7 @@ def hf(args: argparse.Namespace) -> dict[str, Any]:
 def _act_rows(cfg, n: int) -> list[dict[str, Any]]:
     """ACT rows from synthetic ScienceWorld-like states through the core's own prompt and rows."""
     from nemo_act.data.records import Pair, State
+    from nemo_act.kinds.act import act_rows
 
     actions = [f"move {a} to {b}" for a in ("apple", "seed", "pot", "jug", "lighter") for b in range(6)]
     pairs = []
@@ -198,7 +201,10 @@ def _act_rows(cfg, n: int) -> list[dict[str, Any]]:
 
 
 def act(args: argparse.Namespace) -> dict[str, Any]:
-    """ACT GRPO steps of the local engine (TRL) in bf16 on the GPU."""
+    """ACT GRPO steps of the local engine (TRL) in bf16 on the GPU (skipped, with the reason, without its packages)."""
+    if missing := [name for name in LOCAL_ENGINE if importlib.util.find_spec(name) is None]:
+        why = f"the local engine needs {', '.join(missing)} (bench/device_check.sh: carry their wheels in ./wheels)"
+        return _write(args.out, "act", {"skipped": why})
     from transformers import GenerationConfig
 
     from nemo_act.config import load_config

@@ -45,6 +45,42 @@ def test_device_check_script_parses_and_its_parts_run_on_a_tiny_shape(tmp_path):
     assert "| act | steps 2" in table and "| megatron | not run or failed" in table
 
 
+# A device image with torch and transformers but none of our config stack: ``sys.modules[name] = None`` is how Python
+# marks a module absent (its import raises ImportError, importlib.util.find_spec returns None). yaml is left to the
+# parts that load transformers, which imports it itself (PyYAML is one of its requirements); the probe runs without.
+WITHOUT = """
+import runpy, sys
+for name in sys.argv[1].split(","):
+    sys.modules[name] = None
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_every_part_runs_without_pydantic_or_yaml_from_any_folder_without_pythonpath(tmp_path):
+    """Issue 56: a module-level import of the config schema (through ``nemo_act.kinds.act``) killed every part at
+    import on a device image without pydantic, and sat before the ``sys.path`` line, so the script failed without
+    PYTHONPATH. Run from another folder with PYTHONPATH unset: the parts that need only torch and transformers run,
+    and the act part says what it lacks."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    script = str(REPO / "bench" / "device_check.py")
+    for part, absent in (("probe", "pydantic,omegaconf,yaml"), ("hf", "pydantic,omegaconf"),
+                         ("rate", "pydantic,omegaconf"), ("act", "pydantic,omegaconf")):  # fmt: skip
+        res = subprocess.run(
+            [sys.executable, "-c", WITHOUT, absent, script, part, "--smoke", "--out", str(tmp_path / "out")],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert res.returncode == 0, (part, res.stderr[-2000:])
+    probe = json.loads((tmp_path / "out" / "probe.json").read_text())
+    assert probe["packages"]["pydantic"] is None and probe["packages"]["torch"]
+    assert json.loads((tmp_path / "out" / "hf.json").read_text())["tokens_per_s"] > 0
+    assert json.loads((tmp_path / "out" / "rate.json").read_text())["requests_per_s"] > 0
+    act = json.loads((tmp_path / "out" / "act.json").read_text())
+    assert act["skipped"].startswith("the local engine needs omegaconf, pydantic (")
+
+
 def test_the_rate_parts_model_config_loads_as_a_causal_lm(tmp_path):
     """The config the rate part hands vLLM, saved and read back as vLLM reads it: it names Qwen3ForCausalLM (vLLM
     maps a config without ``architectures`` from its model_type, and ``qwen3`` alone is the pooling Qwen3Model,
