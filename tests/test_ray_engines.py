@@ -230,8 +230,10 @@ class _Worker:
 
 class PlacementProbe:
     """Built inside an engine's actor instead of vLLM's ``LLM``: reads what vLLM reads there (the current placement
-    group, ``VLLM_RAY_BUNDLE_INDICES``, the actor's GPUs), applies vLLM's bundle rule to that group
-    (``ray_utils.py:603-619``), then starts the workers as vLLM's executor does and reports their GPUs."""
+    group, ``VLLM_RAY_BUNDLE_INDICES``, ``VLLM_RAY_PER_WORKER_GPUS``, the actor's GPUs), applies vLLM's bundle rule to
+    that group (``ray_utils.py:603-619``), then starts the workers as vLLM 0.20.0's executor does (one per bundle
+    index, each asking for ``VLLM_RAY_PER_WORKER_GPUS`` of its bundle: ``ray_executor.py:152,177-188,210``) and
+    reports their GPUs, from which vLLM builds each worker's ``CUDA_VISIBLE_DEVICES`` (``ray_executor.py:276-322``)."""
 
     name = "probe"
 
@@ -241,8 +243,9 @@ class PlacementProbe:
         pg = ray.util.get_current_placement_group()
         assert pg is not None and all(b.get("GPU", 0) <= 1 for b in pg.bundle_specs), pg.bundle_specs
         indices = [int(i) for i in os.environ["VLLM_RAY_BUNDLE_INDICES"].split(",")]
+        per_worker = float(os.environ.get("VLLM_RAY_PER_WORKER_GPUS", "1"))  # ray_executor.py:152,210
         workers = [
-            ray.remote(num_cpus=0, num_gpus=1)(_Worker)
+            ray.remote(num_cpus=0, num_gpus=per_worker)(_Worker)
             .options(
                 scheduling_strategy=PlacementGroupSchedulingStrategy(
                     placement_group=pg, placement_group_capture_child_tasks=True, placement_group_bundle_index=i
@@ -285,6 +288,44 @@ def test_an_engine_over_two_gpus_gets_one_bundle_per_gpu_worker(local_ray):
     assert len({g[0] for s in seen for g in s["worker_gpus"]}) == GPUS
     assert len({s["env"]["VLLM_CACHE_ROOT"] for s in seen}) == 2
     assert live_pools() == [] and ray.available_resources().get("GPU", 0) == GPUS  # no waiting here: close did
+
+
+class ProbeFactory:
+    """What ``BackendFactory`` builds in each engine's actor, standing in for vLLM: a :class:`PlacementProbe`."""
+
+    def __init__(self, policy: str, cfg) -> None:
+        self.policy = policy
+
+    def __call__(self) -> PlacementProbe:
+        return PlacementProbe()
+
+
+def test_tensor_parallel_engines_of_two_models_on_shared_gpus_give_each_rank_a_gpu_of_its_own(local_ray, monkeypatch):
+    """Issue 56: a policy and its critic on one engine (SAND, Agent-R: ``open_generators`` with one engine) in Ray
+    (batch invariance), at ``tensor_parallel=2``: each model's engine was a placement group of two half-GPU bundles;
+    Ray places fractional bundles best-fit, so both landed on one GPU and vLLM gave both ranks
+    ``CUDA_VISIBLE_DEVICES=0,0``. Now the models share one group of whole GPUs, each worker at its half: the two
+    ranks of each model on two different GPUs, the two models on the same two, every GPU back after the step."""
+    import nemo_act.generation as generation
+    from nemo_act.generation import GenerationRequest, open_generators
+    from nemo_act.generation.ray_pool import live_pools
+
+    monkeypatch.setattr(generation, "BackendFactory", ProbeFactory)
+    cfg = load_config(overrides=["generation=vllm", "generation.vllm.tensor_parallel=2", "generation.engines=1",
+                                 "generation.vllm.batch_invariant=true"])  # fmt: skip
+    request = [GenerationRequest(key="s0", messages=[], admissible_actions=[])]
+    with open_generators(cfg, "org/policy", "org/critic", "random") as (policy, critic, _random):
+        seen = [json.loads(g.generate(request, 1, cfg.pairs.sampling, 0)[0][0]) for g in (policy, critic)]
+        assert ray.available_resources().get("GPU", 0) == GPUS - 2  # one engine's two GPUs, shared
+    for s in seen:
+        assert len({g[0] for g in s["worker_gpus"]}) == 2, s["worker_gpus"]  # rank 0 and rank 1: two GPUs
+        assert [b.get("GPU") for b in s["bundles"]] == [1.0, 1.0] and s["indices"] == [0, 1]
+        assert s["actor_gpus"] == [] and all(len(g) == 1 for g in s["worker_gpus"])
+    assert seen[0]["worker_gpus"] == seen[1]["worker_gpus"]  # the critic's ranks beside the policy's
+    deadline = time.time() + 30
+    while ray.available_resources().get("GPU", 0) < GPUS and time.time() < deadline:
+        time.sleep(0.2)
+    assert live_pools() == [] and ray.available_resources().get("GPU", 0) == GPUS
 
 
 def test_a_second_pool_that_cannot_fit_stops_at_once_naming_the_first(local_ray):
@@ -380,6 +421,83 @@ def test_engine_actors_get_the_gpus_ray_gave_them_not_the_drivers(local_ray, mon
         assert len({s["CUDA_VISIBLE_DEVICES"] for s in seen}) == 2  # two engines, two GPUs
     assert {"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"} <= accelerator_variables()  # Ray's own list
     assert not accelerator_variables() & set(actor_env())
+
+
+SELECTION = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+
+
+class SelectionProbe(EnvProbe):
+    """An engine that reports the accelerator variables of its actor's environment."""
+
+    def generate(self, requests, n, sampling, seed) -> list[list[str]]:
+        seen = {k: os.environ.get(k) for k in SELECTION} | {"ray_gpus": ray.get_gpu_ids()}
+        return [[json.dumps(seen)] * n for _ in requests]
+
+
+class SelectionEnv:
+    """An env whose reset answers with the accelerator variables of its worker's environment."""
+
+    def reset(self, task, seed):
+        return {k: os.environ.get(k) for k in SELECTION}
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize(
+    "driver",
+    [
+        {"ROCR_VISIBLE_DEVICES": "0,1,2,3"},  # alone: Ray 2.55.1's AMD manager raises RuntimeError
+        {"HIP_VISIBLE_DEVICES": "0,1", "CUDA_VISIBLE_DEVICES": "2,3"},  # lists that differ: it raises ValueError
+        {"CUDA_VISIBLE_DEVICES": "1"},
+    ],
+    ids=["rocr-alone", "hip-and-cuda-differ", "cuda"],
+)
+def test_engine_and_env_pools_start_under_any_accelerator_variables_and_hand_none_on(local_ray, monkeypatch, driver):
+    """Issue 56: ``accelerator_variables`` asked every accelerator manager of Ray for its variable and caught only
+    ImportError and AttributeError, so a driver whose environment held ``ROCR_VISIBLE_DEVICES`` alone (as Slurm's
+    gres.conf or a site's module may set it), or HIP and CUDA lists that differ, crashed every engine pool and env
+    pool before an actor started (``RuntimeError: Please use HIP_VISIBLE_DEVICES instead of ROCR_VISIBLE_DEVICES``,
+    ``ray/_private/accelerators/amd_gpu.py:42-58`` in Ray 2.55.1). A real engine pool on Ray's logical GPUs and a
+    real env pool start under each, and no actor gets the driver's selection: an engine sees the GPU Ray gave it."""
+    from nemo_act.evaluation.ray_env_pool import RayEnvPool
+    from nemo_act.generation import GenerationRequest
+    from nemo_act.generation.ray_pool import EnginePool
+
+    for name in SELECTION:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in driver.items():
+        monkeypatch.setenv(name, value)
+    pool = EnginePool(SelectionProbe, 2, 1024, {"CPU": 0.5, "GPU": 1}, 1, split="even")
+    try:
+        requests = [GenerationRequest(key=f"s{i}", messages=[]) for i in range(2)]
+        engines = [json.loads(r[0]) for r in pool.generate(requests, 1, load_config().pairs.sampling, 0)]
+    finally:
+        pool.close()
+    with RayEnvPool(SelectionEnv, workers=2, envs_per_worker=1) as envs:
+        workers = list(envs.run({0: ("reset", ("t", 0)), 1: ("reset", ("t", 0))}).values())
+    assert len(engines) == 2 and len(workers) == 2
+    for seen in engines:
+        (gpu,) = seen.pop("ray_gpus")
+        assert seen["CUDA_VISIBLE_DEVICES"] == str(gpu) and seen["ROCR_VISIBLE_DEVICES"] is None
+        assert seen["HIP_VISIBLE_DEVICES"] in (None, str(gpu))  # Ray's own, where it sets one; never the driver's
+    assert len({seen["CUDA_VISIBLE_DEVICES"] for seen in engines}) == 2
+    for seen in workers:  # env workers hold no GPU: no selection at all
+        assert seen == dict.fromkeys(SELECTION), seen
+
+
+def test_every_accelerator_manager_of_the_installed_ray_names_a_listed_variable(monkeypatch):
+    """The list kept beside the Ray it was read from (``ray_pool.RAY_ACCELERATOR_VARIABLES``, Ray 2.55.1) holds the
+    variable of every accelerator manager the installed Ray has, asked with no selection variable set."""
+    from ray._private.accelerators import get_all_accelerator_managers
+
+    from nemo_act.generation.ray_pool import RAY_ACCELERATOR_VARIABLES, accelerator_variables
+
+    for name in RAY_ACCELERATOR_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    names = {m.get_visible_accelerator_ids_env_var() for m in get_all_accelerator_managers()} - {None}  # Apple's
+    assert names <= set(RAY_ACCELERATOR_VARIABLES), names - set(RAY_ACCELERATOR_VARIABLES)
+    assert accelerator_variables() == frozenset(RAY_ACCELERATOR_VARIABLES)
 
 
 CHATTY = """

@@ -7,11 +7,11 @@ A model policy runs in the caller's process (``generation.engines: 1``) or as an
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nemo_act.config.schema import ExperimentConfig, GenerationConfig
 from nemo_act.data.io import read_jsonl
@@ -19,7 +19,15 @@ from nemo_act.data.records import Trajectory
 from nemo_act.generation import vllm as vllm_backend
 from nemo_act.generation.base import GenerationRequest, Generator, close_generator
 from nemo_act.generation.hf import HFGenerator
-from nemo_act.generation.ray_pool import EnginePlacement, EnginePool, auto_engines, connect
+from nemo_act.generation.ray_pool import (
+    EnginePlacement,
+    EnginePool,
+    auto_engines,
+    combined_bundles,
+    connect,
+    place_groups,
+    remove_groups,
+)
 from nemo_act.generation.simple import (
     NOT_MODELS,
     DataGenerator,
@@ -183,6 +191,7 @@ def make_generator(
     engines: int | None = None,
     pooled: bool | None = None,
     share: int = 1,
+    groups: Sequence[Any] | None = None,
 ) -> Generator:
     """Build the generator for a policy name.
 
@@ -197,6 +206,8 @@ def make_generator(
             whose engines are Ray's must not take a GPU in this process behind Ray's back.
         share: Models that share this policy's GPUs (:func:`open_generators`): each vLLM engine takes that
             fraction of ``generation.vllm.gpu_memory_utilization`` (:func:`memory_share`) and of each GPU in Ray.
+        groups: Placement groups shared with those models, one per engine (:func:`open_generators`); None: a pool
+            places its own.
 
     Returns:
         A generator: in this process, or spread over that many Ray actors. Close it (:func:`close_generator`)
@@ -226,7 +237,7 @@ def make_generator(
     split = "even" if seeded_per_request(gen) else "grid"
     return EnginePool(
         factory, engines, gen.batch_size, engine_placement(gen, share), gen.in_flight, split=split,
-        address=gen.ray_address,
+        address=gen.ray_address, groups=groups,
     )  # fmt: skip
 
 
@@ -282,19 +293,28 @@ def open_generators(cfg: ExperimentConfig, *policies: str, data: str | Path | No
     A step that runs two models at once (SAND and Agent-R: the current policy samples, the frozen initial one
     critiques) splits the step's engines between them (:func:`engine_shares`): two pools that each asked for every
     GPU would leave the second waiting for the first's GPUs. With one engine both models share its GPUs, each with
-    its share of the memory (:func:`memory_share`). Every pool opened here is closed, and its resources waited for,
-    when the block ends, so the next step or a training stage finds the GPUs free.
+    its share of the memory (:func:`memory_share`); where those engines run in Ray (batch invariance), they share
+    one placement group of whole GPUs (:func:`~nemo_act.generation.ray_pool.combined_bundles`), so each
+    tensor-parallel rank of each model gets a GPU of its own (in groups of their own, Ray placed two ranks' half-GPU
+    bundles on one GPU and vLLM gave both workers ``CUDA_VISIBLE_DEVICES=0,0``). Every pool opened here is closed,
+    and its resources waited for, when the block ends, so the next step or a training stage finds the GPUs free.
     """
     models = list(dict.fromkeys(p for p in policies if p not in NOT_MODELS))
     engines = resolve_engines(cfg.generation)
     shares = dict(zip(models, engine_shares(engines, len(models)), strict=True))
     share = len(models) if engines == 1 and len(models) > 1 else 1
     with ExitStack() as stack:
+        groups = None
+        if share > 1 and needs_actor(cfg.generation):  # the models' engines in Ray, on the same GPUs
+            placement = engine_placement(cfg.generation, share)
+            groups = place_groups(combined_bundles([placement] * share), 1, cfg.generation.ray_address)
+            stack.callback(remove_groups, groups)  # after every pool in them is closed (callbacks run last first)
         made: dict[str, Generator] = {}
         for policy in dict.fromkeys(policies):
             made[policy] = make_generator(
-                policy, cfg, data, engines=shares.get(policy), pooled=engines > 1, share=share
-            )
+                policy, cfg, data, engines=shares.get(policy), pooled=engines > 1, share=share,
+                groups=groups if policy in models else None,
+            )  # fmt: skip
             stack.callback(close_generator, made[policy])
         yield [made[p] for p in policies]
 

@@ -51,30 +51,41 @@ from typing import Any, Literal
 from nemo_act.config.schema import SamplingConfig
 from nemo_act.generation.base import GenerationRequest, Generator
 
-# The variables by which Ray tells each worker its accelerators, one per kind: every accelerator manager of Ray's
-# (ray/_private/accelerators/__init__.py: get_all_accelerator_managers; each manager's
-# get_visible_accelerator_ids_env_var, e.g. nvidia_gpu.py: CUDA_VISIBLE_DEVICES, amd_gpu.py: HIP_VISIBLE_DEVICES,
-# intel_gpu.py: ZE_AFFINITY_MASK, tpu.py: TPU_VISIBLE_CHIPS, neuron.py: NEURON_RT_VISIBLE_CORES, hpu.py:
-# HABANA_VISIBLE_MODULES, npu.py: ASCEND_RT_VISIBLE_DEVICES; Ray 2.60). Used where Ray's private module is missing.
-_RAY_ACCELERATOR_VARIABLES = (
-    "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "TPU_VISIBLE_CHIPS", "NEURON_RT_VISIBLE_CORES",
-    "HABANA_VISIBLE_MODULES", "ASCEND_RT_VISIBLE_DEVICES", "RBLN_DEVICES", "FURIOSA_DEVICES",
-    "QBRUNTIME_VISIBLE_DEVICES", "TT_VISIBLE_DEVICES",
+# The variables by which Ray tells each worker its accelerators, one per kind, read off Ray 2.55.1 (the release
+# NeMo-RL v0.7.0 asks for) and 2.60: each accelerator manager's get_visible_accelerator_ids_env_var
+# (ray/_private/accelerators/__init__.py: get_all_accelerator_managers; nvidia_gpu.py: CUDA_VISIBLE_DEVICES,
+# amd_gpu.py: HIP_VISIBLE_DEVICES, intel_gpu.py: ONEAPI_DEVICE_SELECTOR, ZE_AFFINITY_MASK from 2.60, tpu.py:
+# TPU_VISIBLE_CHIPS, neuron.py, hpu.py, npu.py, rbln.py, furiosa.py, ...), and one that selects accelerators per
+# process without being any manager's: ROCR_VISIBLE_DEVICES (AMD's before HIP_VISIBLE_DEVICES, which Ray's AMD manager
+# refuses to see set alone). tests/test_ray_engines.py checks that every manager of the installed Ray names one.
+RAY_ACCELERATOR_VARIABLES = (
+    "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ONEAPI_DEVICE_SELECTOR", "ZE_AFFINITY_MASK",
+    "TPU_VISIBLE_CHIPS", "NEURON_RT_VISIBLE_CORES", "HABANA_VISIBLE_MODULES", "ASCEND_RT_VISIBLE_DEVICES",
+    "RBLN_DEVICES", "FURIOSA_DEVICES", "QBRUNTIME_VISIBLE_DEVICES", "TT_VISIBLE_DEVICES",
 )  # fmt: skip
 
 
 def accelerator_variables() -> frozenset[str]:
-    """The per-process accelerator selection variables that Ray sets for each worker it places.
+    """The per-process accelerator selection variables that Ray sets for each worker it places, and their kin.
 
-    Read from Ray itself (each accelerator manager's ``get_visible_accelerator_ids_env_var``), so a Ray that knows
-    more kinds drops those too; the list above where that private API is missing.
+    The list above, and whatever else a manager of the installed Ray names (a Ray that knows more kinds drops those
+    too). A manager that fails to answer is passed over, never a crash: Ray 2.55.1's AMD manager raises RuntimeError
+    when ``ROCR_VISIBLE_DEVICES`` is set without ``HIP_VISIBLE_DEVICES`` and ValueError when the HIP and CUDA lists
+    differ (``ray/_private/accelerators/amd_gpu.py:42-58``), which Slurm's gres.conf or a site's modules may set on
+    any node; Ray itself asks only the manager of the accelerators it detected.
     """
+    names = set(RAY_ACCELERATOR_VARIABLES)
     try:
         from ray._private.accelerators import get_all_accelerator_managers
 
-        names = {m.get_visible_accelerator_ids_env_var() for m in get_all_accelerator_managers()}
+        managers = list(get_all_accelerator_managers())
     except (ImportError, AttributeError):
-        names = set(_RAY_ACCELERATOR_VARIABLES)
+        managers = []
+    for manager in managers:
+        try:
+            names.add(manager.get_visible_accelerator_ids_env_var())
+        except Exception:  # noqa: BLE001, S112 - its variable is in the list; the driver must not depend on it
+            continue
     return frozenset(n for n in names if n)
 
 
@@ -141,6 +152,24 @@ class EnginePlacement:
         return {**self.env, **{k: f"{v}_{index}" for k, v in self.env_per_engine.items()}}
 
 
+def combined_bundles(placements: Sequence[EnginePlacement]) -> tuple[dict[str, float], ...]:
+    """The bundles of one placement group that holds an engine of each of ``placements``: bundle by bundle, the sum.
+
+    Models sharing an engine's GPUs (each at its share of every GPU: :func:`~nemo_act.generation.engine_placement`)
+    then get whole-GPU bundles, one GPU per tensor-parallel rank, and each model's worker ``i`` takes its share of
+    bundle ``i``'s GPU, as NeMo-RL colocates its vLLM and training workers on shared bundles
+    (``nemo_rl/distributed/virtual_cluster.py``: one placement group of whole GPUs, each worker a fraction of one).
+    """
+    out: list[dict[str, float]] = []
+    for i in range(max(len(p.bundles) for p in placements)):
+        bundle: dict[str, float] = {}
+        for p in placements:
+            for k, v in (p.bundles[i] if i < len(p.bundles) else {}).items():
+                bundle[k] = round(bundle.get(k, 0.0) + v, 6)
+        out.append(bundle)
+    return tuple(out)
+
+
 _LIVE: weakref.WeakSet[EnginePool] = weakref.WeakSet()  # this process's open pools
 
 
@@ -185,6 +214,69 @@ def connect(address: str | None, num_cpus: float) -> dict[str, float]:
         else:
             ray.init(address="local", num_cpus=max(os.cpu_count() or 1, math.ceil(num_cpus)), **kwargs)
     return dict(ray.cluster_resources())
+
+
+def place_groups(bundles: Sequence[Mapping[str, float]], engines: int, address: str | None) -> list[Any]:
+    """One ``STRICT_PACK`` placement group of ``bundles`` per engine, all placed before anything starts in them.
+
+    The capacity is checked first against the cluster less what this process's open pools hold, naming them: what
+    they hold is not coming back while this step runs (a policy's pool beside its critic's), and asked for anyway,
+    the groups would wait :data:`PLACEMENT_TIMEOUT_S`. Resources others are releasing (a pool or env actors just
+    closed) are left to the groups' own wait.
+
+    Raises:
+        PlacementError: The cluster cannot hold them now, or they were not placed within the timeout.
+    """
+    import ray
+    from ray.util.placement_group import placement_group
+
+    per_engine: dict[str, float] = {}
+    for bundle in bundles:
+        for k, v in bundle.items():
+            per_engine[k] = per_engine.get(k, 0.0) + v
+    have = connect(address, engines * per_engine.get("CPU", 0))
+    need = {k: v * engines for k, v in per_engine.items() if v}
+    held: dict[str, float] = {}
+    for pool in live_pools():
+        for k, v in pool.placement.total().items():
+            held[k] = held.get(k, 0.0) + v * pool.engines
+    free = {k: have.get(k, 0) - held.get(k, 0) for k in need}
+    short = {k: f"{need[k]:g} needed, {free[k]:g} free of {have.get(k, 0):g}" for k in need if need[k] > free[k]}
+    if short:
+        others = "; ".join(f"{p.name}: {p.engines} engines" for p in live_pools())
+        raise PlacementError(
+            f"generation.engines={engines}: the Ray cluster cannot hold them now ({short})"
+            + (f"; this process's other engine pools hold part of it ({others})" if others else "")
+        )
+    pgs = [placement_group([dict(b) for b in bundles], strategy="STRICT_PACK") for _ in range(engines)]
+    ready, _ = ray.wait([pg.ready() for pg in pgs], num_returns=engines, timeout=PLACEMENT_TIMEOUT_S)
+    if len(ready) < engines:
+        remove_groups(pgs)
+        raise PlacementError(
+            f"generation.engines={engines}: {engines} groups of {list(bundles)} could not be placed "
+            f"within {PLACEMENT_TIMEOUT_S:g} s (other work holds the resources?)"
+        )
+    return pgs
+
+
+def remove_groups(pgs: Sequence[Any]) -> None:
+    """Remove placement groups and wait until their resources are back in the cluster's free pool.
+
+    Ray reports a group ``REMOVED`` before its nodes have returned its bundles: the bundles' own resources
+    (``bundle_group_<index>_<group id>``) stay listed until then, so those are what is waited for.
+    """
+    import ray
+    from ray.util import remove_placement_group
+
+    for pg in pgs:
+        remove_placement_group(pg)
+    ids = [pg.id.hex() for pg in pgs]
+    deadline = time.monotonic() + RELEASE_TIMEOUT_S
+    while ids and time.monotonic() < deadline:
+        held = " ".join(ray.available_resources())
+        ids = [i for i in ids if i in held]
+        if ids:
+            time.sleep(0.05)
 
 
 def auto_engines(resources: dict[str, float], gpus_per_engine: int) -> int:
@@ -236,9 +328,8 @@ class EnginePool:
 
     Each engine is a placement group of its own (``STRICT_PACK``: an engine's bundles on one node, as vLLM wants its
     tensor-parallel workers), all of them asked for before any actor starts, so a step gets every engine or stops
-    with a :class:`PlacementError`; the capacity is checked first against the cluster less what this process's
-    other open pools hold, naming them (:func:`live_pools`). :meth:`close` kills the actors, removes the groups and
-    waits until both are gone.
+    with a :class:`PlacementError` (:func:`place_groups`), or groups shared with the other models of the step.
+    :meth:`close` kills the actors, removes the groups it placed and waits until both are gone.
 
     Args:
         factory: Picklable callable that builds one engine's generator (run inside each actor).
@@ -250,6 +341,9 @@ class EnginePool:
         split: ``grid`` (a backend seeded per batch: HF) or ``even`` (seeded per request: vLLM); see
             :meth:`_shards`.
         address: Ray address (see :func:`connect`).
+        groups: Placement groups placed already, one per engine, shared with other pools (models sharing their
+            GPUs: :func:`combined_bundles`); this pool's actors go into them and :meth:`close` leaves them to their
+            owner. None: the pool places its own (:func:`place_groups`).
     """
 
     def __init__(
@@ -261,9 +355,9 @@ class EnginePool:
         in_flight: int,
         split: Literal["grid", "even"] = "grid",
         address: str | None = None,
+        groups: Sequence[Any] | None = None,
     ) -> None:
         import ray
-        from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         self.batch_size, self.in_flight, self.engines, self.split = batch_size, in_flight, engines, split
@@ -273,33 +367,8 @@ class EnginePool:
         if not isinstance(placement, EnginePlacement):
             placement = EnginePlacement.plain(placement)
         self.placement = placement
-        per_engine = placement.total()
-        have = connect(address, engines * per_engine.get("CPU", 0))
-        need = {k: v * engines for k, v in per_engine.items() if v}
-        # what this process's open pools hold is not coming back while this step runs (a policy's pool beside its
-        # critic's): asked for anyway, the groups would wait PLACEMENT_TIMEOUT_S. Resources others are releasing
-        # (a pool or env actors just closed) are left to the groups' own wait.
-        held: dict[str, float] = {}
-        for pool in live_pools():
-            for k, v in pool.placement.total().items():
-                held[k] = held.get(k, 0.0) + v * pool.engines
-        free = {k: have.get(k, 0) - held.get(k, 0) for k in need}
-        short = {k: f"{need[k]:g} needed, {free[k]:g} free of {have.get(k, 0):g}" for k in need if need[k] > free[k]}
-        if short:
-            others = "; ".join(f"{p.name}: {p.engines} engines" for p in live_pools())
-            raise PlacementError(
-                f"generation.engines={engines}: the Ray cluster cannot hold them now ({short})"
-                + (f"; this process's other engine pools hold part of it ({others})" if others else "")
-            )
-        self._pgs = [placement_group([dict(b) for b in placement.bundles], strategy="STRICT_PACK")
-                     for _ in range(engines)]  # fmt: skip
-        ready, _ = ray.wait([pg.ready() for pg in self._pgs], num_returns=engines, timeout=PLACEMENT_TIMEOUT_S)
-        if len(ready) < engines:
-            self._remove_groups()
-            raise PlacementError(
-                f"generation.engines={engines}: {engines} groups of {list(placement.bundles)} could not be placed "
-                f"within {PLACEMENT_TIMEOUT_S:g} s (other work holds the resources?)"
-            )
+        self._own_groups = groups is None
+        self._pgs = place_groups(placement.bundles, engines, address) if groups is None else list(groups)
         actor = ray.remote(_Engine)
         # capture_child_tasks: what the engine starts (vLLM's Ray workers) lands in its group, as NeMo-RL's
         # worker groups place theirs (nemo_rl/distributed/worker_groups.py:213-217)
@@ -429,24 +498,10 @@ class EnginePool:
         _LIVE.discard(self)
 
     def _remove_groups(self) -> None:
-        """Remove the pool's placement groups and wait until their resources are back in the cluster's free pool.
-
-        Ray reports a group ``REMOVED`` before its nodes have returned its bundles: the bundles' own resources
-        (``bundle_group_<index>_<group id>``) stay listed until then, so those are what is waited for.
-        """
-        import ray
-        from ray.util import remove_placement_group
-
+        """Remove the pool's own placement groups (:func:`remove_groups`); shared ones are their owner's to remove."""
         pgs, self._pgs = self._pgs, []
-        for pg in pgs:
-            remove_placement_group(pg)
-        ids = [pg.id.hex() for pg in pgs]
-        deadline = time.monotonic() + RELEASE_TIMEOUT_S
-        while ids and time.monotonic() < deadline:
-            held = " ".join(ray.available_resources())
-            ids = [i for i in ids if i in held]
-            if ids:
-                time.sleep(0.05)
+        if self._own_groups:
+            remove_groups(pgs)
 
     def __del__(self) -> None:
         try:
@@ -463,6 +518,9 @@ def factory_name(factory: Callable[[], Generator]) -> str:
 
 __all__ = [
     "EnginePlacement",
+    "combined_bundles",
+    "place_groups",
+    "remove_groups",
     "EngineError",
     "EnginePool",
     "PlacementError",
