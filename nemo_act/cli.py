@@ -34,7 +34,7 @@ from nemo_act.config import ConfigError, ExperimentConfig, group_options, load_c
 from nemo_act.config.load import find_conf
 from nemo_act.data.io import RecordError, read_jsonl, write_text_atomic
 from nemo_act.data.records import Pair
-from nemo_act.engines import engine_for, engine_named, shipped_engines, train_stage
+from nemo_act.engines import StageStopped, engine_for, engine_named, shipped_engines, train_stage
 from nemo_act.evaluation.rollout import evaluate_policy, load_gold, summary_line
 from nemo_act.evaluation.selection import forced_choice, free_selection, selection_sampling
 from nemo_act.generation import held, make_pairs_generator, open_generators
@@ -812,6 +812,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # one line, the locks released on the way out; what is written stays for a resume
         print(f"interrupted (Ctrl-C): nemo-act {args.command} stopped; run it again to resume", file=sys.stderr)
         return 130
+    except StageStopped as err:  # a save deadline: the stage resumes from its checkpoint when the command runs again
+        print(f"stopped: {err}", file=sys.stderr)
+        return err.exit_code
     except (
         ConfigError, RecordError, UsageError, ValueError, FileNotFoundError, NotImplementedError, LockedError
     ) as err:  # fmt: skip

@@ -20,7 +20,7 @@ from nemo_act.common.plugins import load
 from nemo_act.common.seeding import key_digest
 from nemo_act.config.schema import DPOStageConfig, ExperimentConfig, GRPOStageConfig, SFTStageConfig
 from nemo_act.data.io import read_all
-from nemo_act.data.manifest import read_manifest
+from nemo_act.data.manifest import manifest_path, read_manifest
 from nemo_act.data.records import Pair, State, Trajectory
 from nemo_act.generation.simple import wrap_action
 from nemo_act.prompts.length import SOURCE_KEY, RowLengths, fit_rows, origins, report
@@ -107,7 +107,7 @@ def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig, tokenizer: str 
     else:
         built = built_data(spec.data)
         if built is not None:  # a baseline's audit file; its manifest names the experts it was built from
-            experts = read_manifest(data)["inputs"]["experts"]["path"]
+            experts = _built_from(kind, data, str(built.builder))
             records = read_all(data, load(str(built.record)), spec.data)
             built_rows = build(records, read_all(experts, Trajectory, "expert trajectories"), cfg)
         else:
@@ -124,6 +124,23 @@ def rows_for(kind: str, data: str | Path, cfg: ExperimentConfig, tokenizer: str 
         f"rows over model.max_context_tokens ({cfg.model.max_context_tokens})",
     )  # fmt: skip
     return capped(kind, kept, cfg)
+
+
+def _built_from(kind: str, data: str | Path, builder: str) -> str:
+    """The experts file a built data file's manifest names (``inputs.experts.path``), or one line saying what is wrong.
+
+    Raises:
+        ValueError: ``data`` has no manifest, or its manifest names no experts: it is not what the kind's builder
+            writes (an experts file handed where a built file is read, say).
+    """
+    where = manifest_path(data)
+    try:
+        return str(read_manifest(data)["inputs"]["experts"]["path"])
+    except FileNotFoundError:
+        why = f"it has no manifest ({where})"
+    except (KeyError, TypeError):
+        why = f"its manifest ({where}) names no inputs.experts"
+    raise ValueError(f"stage {kind} reads {data}, but {why}: give it the file its data builder {builder} writes")
 
 
 def capped(kind: str, rows: list[Row], cfg: ExperimentConfig) -> list[Row]:

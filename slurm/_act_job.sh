@@ -11,8 +11,9 @@
 # 4. runs `nemo-act run <recipe>` inside the Ray head's step (ray.sub's driver): experts -> ACT pairs (vLLM
 #    engines on every GPU) -> ACT -> IL -> RL
 #    (each stage a NeMo-RL job exported to HF) -> held-out selection -> env eval, under one run dir;
-# 5. on a requeue (time limit: USR1 10 min before the end, or `scontrol requeue`) the same command
-#    skips the finished stages and resumes the unfinished one from its last NeMo-RL checkpoint.
+# 5. on a requeue (time limit: USR1 10 min before the end; a stage stopped at its save deadline, exit 75; or
+#    `scontrol requeue`) the same command skips the finished stages and resumes the unfinished one from its last
+#    NeMo-RL checkpoint.
 #
 # Nothing is installed at job time: the image (slurm/build_image.sub) has the JRE and the simulators, and
 # our code reaches every venv of the image through PYTHONPATH (nemo_act/engines/nemo_rl/interpreters.py).
@@ -57,7 +58,17 @@ cleanup() {
   for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
 }
 trap cleanup EXIT
-trap 'echo "time limit near: requeueing $JOB_ID"; run scontrol requeue "$JOB_ID"' USR1
+# The job is requeued once: at USR1 (the time limit near), or when the pipeline stopped a stage at its save deadline
+# (`nemo-act run` exits STAGE_STOPPED, 75: the stage saved and stopped early; nemo_act/engines StageStopped).
+STAGE_STOPPED=75
+REQUEUED=0
+requeue() {
+  if (( REQUEUED )); then return 0; fi
+  REQUEUED=1
+  echo "nemo-act: $1: requeueing $JOB_ID; the unfinished stage resumes from its last checkpoint"
+  run scontrol requeue "$JOB_ID"
+}
+trap 'requeue "time limit near"' USR1
 
 echo "nemo-act: $RECIPE on $NUM_NODES node(s) x $GPUS_PER_NODE GPU(s), image $CONTAINER"
 echo "nemo-act: run dir $RUN_DIR (logs $LOG_DIR)"
@@ -132,6 +143,10 @@ if [[ "$DRY_RUN" != 1 ]]; then
     why=$(cat "$LOG_DIR/RAY_FAILED" 2>/dev/null || echo "the Ray head did not start")
     echo "error: $why ($NUM_NODES nodes; see $LOG_DIR/ray-*.log); the pipeline did not start" >&2
     exit 1
+  fi
+  if (( status == STAGE_STOPPED )); then  # nothing was exported or marked complete: the requeued job resumes it
+    requeue "a stage stopped at its save deadline (see $LOG_DIR/pipeline.log)"
+    exit 0
   fi
   if (( status != 0 )); then
     echo "error: the pipeline failed (exit $status); see $LOG_DIR/pipeline.log" >&2

@@ -35,10 +35,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from every_kind import every_kind_rows
 from needs_nemo_rl import import_nemo_rl, named_source, nemo_rl_source
 
 from nemo_act.config import conf_root, load_config
-from nemo_act.stage_data import stage_experiment
 from nemo_act.stage_kinds import STAGE_KINDS, stage_kind
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,9 +57,6 @@ RUNS = [("qwen3", kind) for kind in STAGE_KINDS] + [
     (family, kind) for family in ("qwen3_moe", "olmo3") for kind in ("act", "il", "dpo")
 ]
 SCRIPT = {"grpo": "run_grpo.py", "sft": "run_sft.py", "dpo": "run_dpo.py"}
-# rows each stage kind is prepared with: the baselines' SFT kinds take IL's rows (the same row shape; their own
-# builders run on real env states in test_early_experience.py, test_sand.py and test_agent_r.py)
-ROWS_FROM = {"ee": "il", "ee_wm": "il", "agent_r": "il", "sand": "il"}
 
 
 def test_the_twins_pins_are_nemo_rls_own_lock():
@@ -150,30 +147,16 @@ def job_env(out: Path, ray_address: str, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def stage_rows(nemo_rl_dir, sw_experts, tmp_path_factory, cfg):
-    """Each stage kind's rows file from real ScienceWorld experts (Python 3.13) and random-policy pairs."""
-    from nemo_act import stage_data
-    from nemo_act.generation import RandomGenerator
-    from nemo_act.steps.pairs import collect_pairs
-
-    folder = tmp_path_factory.mktemp("rows")
-    pairs = folder / "pairs.jsonl"
-    collect_pairs(sw_experts, RandomGenerator(), cfg, pairs, progress=False)
-    files = {}
-    for kind in STAGE_KINDS:
-        source = ROWS_FROM.get(kind, kind)
-        data = pairs if stage_kind(source).data == "pairs" else sw_experts
-        rows = stage_data.rows_for(source, data, stage_experiment(kind, cfg))
-        assert rows, kind
-        files[kind] = folder / f"{kind}.jsonl"
-        files[kind].write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return files
+def stage_rows(nemo_rl_dir, sw_experts, tmp_path_factory):
+    """Each registered stage kind's rows file, its data built as the pipeline builds it (tests/every_kind.py), on
+    Python 3.13: a kind added later is covered without editing this file."""
+    return every_kind_rows(tmp_path_factory.mktemp("rows"), sw_experts)
 
 
 def _small_batches(kind: str) -> list[str]:
     """Overrides that let a handful of rows make one optimizer step (the layout stays the recipe's)."""
     spec = stage_kind(kind)
-    size = 8 if spec.algorithm == "grpo" else 4  # GRPO: one prompt x G=8
+    size = 8 if spec.algorithm == "grpo" else 2  # GRPO: one prompt x G=8; a reflection baseline's 2 rows one step
     return [f"train.{spec.train}.batch_size={size}", f"train.{spec.train}.grad_accum=1"]
 
 
@@ -218,8 +201,16 @@ def test_nemo_rls_own_example_scripts_reach_the_gpu_boundary(
     assert "[nemo-act] not registered" not in log
 
 
+def _driver(kind: str, recipe: Path, rows: Path, init: Path, out: Path, record: Path, *extra: str) -> list[str]:
+    """Our driver with NeMo-RL's GPU parts stood in, the stage's last step at the stand-in's 2 (STANDIN_STEPS)."""
+    train = stage_kind(kind).train
+    return [sys.executable, str(REPO / "tests" / "stand_ins" / "nemo_rl_training.py"), str(record),
+            "--stage", kind, "--config", str(recipe), "--init", str(init), "--rows", str(rows), "--out", str(out),
+            *_small_batches(kind), f"train.{train}.max_steps=2", "engine.nemo_rl.save_period=1", *extra]  # fmt: skip
+
+
 @pytest.mark.heavy
-@pytest.mark.parametrize("kind", ["act", "rl", "il", "dpo"])
+@pytest.mark.parametrize("kind", ["act", "act_onpolicy", "rl", "il", "dpo"])
 def test_our_driver_trains_through_nemo_rls_data_and_reward_actors_with_only_the_gpu_parts_stood_in(
     kind, nemo_rl_dir, ray_head, stage_rows, tiny_model_dir, tmp_path
 ):
@@ -240,9 +231,7 @@ def test_our_driver_trains_through_nemo_rls_data_and_reward_actors_with_only_the
     end = int(time.time()) + 3 * 3600
     env = job_env(out, ray_head, NEMO_ACT_JOB_END=str(end), STANDIN_STEPS="2")
     record = tmp_path / "record.json"
-    cmd = [sys.executable, str(REPO / "tests" / "stand_ins" / "nemo_rl_training.py"), str(record),
-           "--stage", kind, "--config", str(recipe), "--init", str(tiny_model_dir), "--rows", str(stage_rows[kind]),
-           "--out", str(out), *_small_batches(kind), "engine.nemo_rl.save_period=1"]  # fmt: skip
+    cmd = _driver(kind, recipe, stage_rows[kind], tiny_model_dir, out, record)
     res = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     assert "[nemo-act] not registered" not in res.stderr
@@ -265,6 +254,42 @@ def test_our_driver_trains_through_nemo_rls_data_and_reward_actors_with_only_the
     parts = [json.loads(line) for line in (out / "reward_parts.jsonl").read_text().splitlines()]
     assert [p["call"] for p in parts] == [1, 2]
     assert all(abs(m["rewards/format/mean"] - values.malformed / 2) < 1e-6 for m in metrics)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("kind", ["act", "il"])
+def test_a_stage_stopped_at_the_save_deadline_exits_75_and_the_rerun_resumes_it_to_its_end(
+    kind, nemo_rl_dir, ray_head, stage_rows, tiny_model_dir, tmp_path
+):
+    """Issue 56, with NeMo-RL's own deadline logic (its ``TimeoutChecker`` on ``checkpoint_must_save_by``, in the
+    stand-in's loop frame: tests/stand_ins/nemo_rl_training.py): a job that starts the stage with less than the
+    margin left gets ``00:00:00:00``, NeMo-RL saves after step 1 and returns normally. Our driver finds ``step_1``
+    short of the stage's 2 steps, says so in one line and exits 75 (the launcher then exports nothing: tests/
+    test_nemo_rl_recipes.py); run again with time left, NeMo-RL resumes from ``step_1`` and the stage ends at
+    ``step_2`` with exit 0, its metrics and reward parts numbered on from the resume."""
+    from nemo_act.engines.nemo_rl.launch import STOPPED_EXIT, latest_checkpoint
+
+    recipe = conf_root() / "recipes" / FAMILY["qwen3"]
+    out = tmp_path / f"01_{kind}"
+    margin = load_config(recipe).engine.nemo_rl.save_deadline_margin_s
+    cmd = _driver(kind, recipe, stage_rows[kind], tiny_model_dir, out, tmp_path / "record.json")
+    near = job_env(out, ray_head, NEMO_ACT_JOB_END=str(int(time.time()) + margin // 2))
+    res = subprocess.run(cmd, cwd=REPO, env=near, capture_output=True, text=True, timeout=600)
+    assert res.returncode == STOPPED_EXIT, (res.stdout + res.stderr)[-4000:]
+    assert "Timeout has been reached, stopping training early" in res.stdout
+    assert f"01_{kind}: stopped at the save deadline after step 1 of 2: requeued, resumes from step_1" in res.stdout
+    assert latest_checkpoint(out / "checkpoints").name == "step_1"
+    assert json.loads((tmp_path / "record.json").read_text())["steps"] == 1
+    later = job_env(out, ray_head, NEMO_ACT_JOB_END=str(int(time.time()) + 3 * 3600))
+    res = subprocess.run(cmd, cwd=REPO, env=later, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    assert json.loads((tmp_path / "record.json").read_text())["steps"] == 1  # only the step left
+    assert latest_checkpoint(out / "checkpoints").name == "step_2"
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    if kind == "act":
+        parts = [json.loads(line) for line in (out / "reward_parts.jsonl").read_text().splitlines()]
+        assert [p["call"] for p in parts] == [1, 2]
 
 
 def test_the_stage_metrics_leave_out_nemo_rls_gpu_monitor_rows(tmp_path):

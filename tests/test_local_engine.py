@@ -2,11 +2,13 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 from transformers import AutoModelForCausalLM
@@ -316,6 +318,83 @@ def test_an_evaluation_and_a_selection_are_reused_only_for_the_weights_they_used
     runner.evaluate("01_il", str(stage))
     assert "redo evaluation of 01_il: its checkpoint's weights are not the ones it used" in said.getvalue()
     assert len(episodes.read_text().splitlines()) == 1 and episodes.read_text() != stale
+
+
+@pytest.mark.heavy
+def test_a_stage_stopped_at_a_deadline_stays_unfinished_and_nemo_act_run_exits_75(
+    tiny_model_dir, sw_experts, tmp_path, monkeypatch, capsys
+):
+    """Issue 56: an engine that stops a stage at the job's save deadline (the cluster engine's launcher raises
+    ``StageStopped``: tests/test_nemo_rl_recipes.py) leaves it unfinished: the runner writes no complete marker and
+    keeps its checkpoints for the resume, and ``nemo-act run`` ends with 75 and one line, which the Slurm job answers
+    with a requeue (tests/test_slurm.py). The next run trains the stage."""
+    from nemo_act import cli
+    from nemo_act.config import to_yaml
+    from nemo_act.engines import StageStopped, engine_for
+
+    cfg = _pipeline_cfg(tiny_model_dir, sw_experts, tmp_path, ["il"])
+    config = tmp_path / "run.yaml"
+    config.write_text(to_yaml(cfg))
+    engine = engine_for(cfg)
+    trains = engine.train_stage
+
+    def stops(kind, init, rows, cfg, out):
+        (Path(out) / "checkpoints" / "checkpoint-1").mkdir(parents=True)
+        raise StageStopped(f"stage {Path(out).name} ({kind}) stopped at its save deadline after step 1")
+
+    monkeypatch.setattr(engine, "train_stage", stops)
+    assert cli.main(["run", str(config)]) == 75
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "stopped: stage 01_il (il) stopped at its save deadline after step 1"
+    stage = tmp_path / "run" / "stages" / "01_il"
+    assert not json.loads((stage / "stage.json").read_text()).get("complete")
+    assert (stage / "checkpoints" / "checkpoint-1").is_dir()
+    last = json.loads((tmp_path / "run" / "invocations.jsonl").read_text().splitlines()[-1])
+    assert last["event"] == "failed" and last["error"].startswith("StageStopped: stage 01_il")
+    monkeypatch.setattr(engine, "train_stage", trains)
+    shutil.rmtree(stage / "checkpoints")  # the stand-in's checkpoint is no TRL checkpoint to resume from
+    assert cli.main(["run", str(config)]) == 0
+    assert json.loads((stage / "stage.json").read_text())["complete"]
+
+
+@pytest.mark.heavy
+def test_a_run_folder_moved_or_copied_elsewhere_reuses_what_it_finished(tiny_model_dir, sw_experts, tmp_path):
+    """Issue 56: the starting folder of a run (here the tiny model inside the run's own folder, as the demo's warm-up
+    is) was fingerprinted by its path, sizes and times, so a run moved to another file system or copied to start a
+    study from it trained every stage again. It is known by its content now: the moved run and a copy of it reuse
+    their stage and its evaluation, and a changed weight file in the copy's starting folder is noticed."""
+    import io
+    import shutil
+
+    from rich.console import Console
+
+    from nemo_act.run.pipeline import PipelineRunner
+
+    def run(root: Path) -> tuple[dict, str]:
+        cfg = _pipeline_cfg(
+            root / "start", sw_experts, root, ["il"],
+            "pipeline.eval.split=test", "pipeline.eval.tasks=[lifespan-longest-lived]",
+            "pipeline.eval.max_variations=1", "pipeline.eval.workers=1", "pipeline.eval.envs_per_worker=1",
+            "pipeline.eval.stages=all", "eval.seeds=[0]", "benchmark.max_steps=2",
+        )  # fmt: skip
+        said = io.StringIO()
+        log = PipelineRunner(cfg, console=Console(file=said, width=300)).run()
+        return log, said.getvalue()
+
+    first = tmp_path / "scratch"
+    shutil.copytree(tiny_model_dir, first / "start")
+    log, _ = run(first)
+    assert [s["status"] for s in log["stages"]] == ["trained"]
+    project = tmp_path / "project"
+    shutil.move(first, project)  # a finished run moved to another path (mtimes kept, as mv and rsync -a keep them)
+    log, said = run(project)
+    assert [s["status"] for s in log["stages"]] == ["skipped"], said
+    assert "skip evaluation of 01_il" in said and "redo" not in said
+    copy = tmp_path / "copy"
+    shutil.copytree(project, copy)
+    _other_weights(copy / "start", record=False)  # the copy's starting weights edited: its stage is no longer theirs
+    log, said = run(copy)
+    assert [s["status"] for s in log["stages"]] == ["trained"], said
 
 
 @pytest.mark.heavy

@@ -260,6 +260,7 @@ def test_driver_runs_a_grpo_stage_with_the_gpu_part_standing_in(
     import nemo_rl.distributed.virtual_cluster as vc
     from nemo_rl.data.collate_fn import rl_collate_fn
     from nemo_rl.experience.rollouts import calculate_rewards
+    from nemo_rl.utils.checkpoint import CheckpointManager
     from nemo_rl.utils.logger import Logger
     from torchdata.stateful_dataloader import StatefulDataLoader
 
@@ -276,11 +277,12 @@ def test_driver_runs_a_grpo_stage_with_the_gpu_part_standing_in(
             dataset, batch_size=master_config.grpo["num_prompts_per_step"], collate_fn=rl_collate_fn
         )
         logger = Logger(dict(master_config.logger, monitor_gpus=False))
-        return (None, None, None, None, loader, None, None, logger, None, None, master_config, {}, {})
+        checkpointer = CheckpointManager(master_config.checkpointing)
+        return (None, None, None, None, loader, None, None, logger, checkpointer, None, master_config, {}, {})
 
     def grpo_train(*args):
         inspect.signature(real_train).bind(*args)
-        loader, task_to_env, logger = args[2], args[6], args[8]
+        loader, task_to_env, logger, checkpointer = args[2], args[6], args[8], args[9]
         batch = next(iter(loader))
         for log, info in zip(batch["message_log"], batch["extra_env_info"], strict=True):
             expert = info["candidates"][info["expert_index"]]
@@ -288,12 +290,20 @@ def test_driver_runs_a_grpo_stage_with_the_gpu_part_standing_in(
         rewards = calculate_rewards(batch, task_to_env).rewards
         logger.log_metrics({"loss": 0.5, "reward": rewards.sum(dim=1).mean().item()}, step=1, prefix="train")
         seen["rewards"] = rewards
+        saved = checkpointer.init_tmp_checkpoint(1, {"step": 1, "total_steps": 1})  # the last step's save
+        checkpointer.finalize_checkpoint(saved)
 
     monkeypatch.setattr(nemo_grpo, "setup", setup)
     monkeypatch.setattr(nemo_grpo, "grpo_train", grpo_train)
     monkeypatch.setattr(vc, "init_ray", lambda *a, **k: None)  # the module-scoped isolated cluster is up
     cfg = load_config(
-        overrides=["engine=nemo_rl", "train.act.batch_size=4", "train.act.num_generations=2", "train.act.grad_accum=1"]
+        overrides=[
+            "engine=nemo_rl",
+            "train.act.batch_size=4",
+            "train.act.num_generations=2",
+            "train.act.grad_accum=1",
+            "train.act.max_steps=1",
+        ]
     )
     exp = tmp_path / "experiment.yaml"
     exp.write_text(to_yaml(cfg))

@@ -17,6 +17,7 @@ from nemo_act.config import conf_root, load_config
 from nemo_act.engines import train_stage
 from nemo_act.engines.nemo_rl import recipe
 from nemo_act.engines.nemo_rl.launch import latest_checkpoint, megatron_weights, run_driver, stage_env, stage_metrics
+from nemo_act.engines.nemo_rl.recipe import ROWS
 from nemo_act.generation.vllm import request_seed, sampling_params
 
 RECIPES = sorted((conf_root() / "recipes").glob("*/act-*.yaml"))
@@ -357,6 +358,57 @@ def test_reward_parts_keep_their_step_numbers_after_a_resume(tmp_path):
     assert [json.loads(x)["call"] for x in log.read_text().splitlines()] == [1, 2, 3, 4]
 
 
+# The driver process as the launcher sees it when NeMo-RL's loop stopped at the job's save deadline: it left NeMo-RL's
+# checkpoint layout (``checkpoints/step_<k>/policy/weights``, ``training_info.json``: nemo_rl/utils/checkpoint.py
+# ``CheckpointManager.finalize_checkpoint``) and exited with its code for a stage stopped short (driver.main).
+STOPPING_DRIVER = """
+import json, sys
+from pathlib import Path
+out, step, code = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+ckpt = out / "checkpoints" / f"step_{step}"
+(ckpt / "policy" / "weights").mkdir(parents=True, exist_ok=True)
+(ckpt / "training_info.json").write_text(json.dumps({"step": step, "total_steps": step}))
+sys.exit(code)
+"""
+EXPORT = """
+import sys
+from pathlib import Path
+out = Path(sys.argv[sys.argv.index("--out") + 1])
+out.mkdir(parents=True, exist_ok=True)
+(out / "model.safetensors").write_text(sys.argv[sys.argv.index("--megatron-ckpt") + 1])
+"""
+
+
+def test_a_stage_stopped_at_its_save_deadline_is_not_exported(tmp_path, monkeypatch):
+    """Issue 56: NeMo-RL's loops return normally after the deadline save (grpo.py:3123-3126, sft.py:646-648,
+    dpo.py:786-788 at v0.7.0), and the launcher exported the newest ``step_k`` as the stage's weights, after which
+    the runner marked the stage complete and removed its checkpoints. The driver now exits 75 for a stage short of
+    its last step; the launcher raises ``StageStopped`` without exporting, and ``nemo-act``'s entry point ends with
+    75 and one line (tests/test_local_engine.py). A stage that trained to its end is exported as before."""
+    import sys
+
+    from nemo_act.engines import StageStopped
+    from nemo_act.engines.nemo_rl import launch
+
+    exports = []
+    monkeypatch.setattr(launch, "export_command", lambda w, i, o: exports.append(w) or [sys.executable, "-c", EXPORT,
+                        "--megatron-ckpt", str(w), "--out", str(o)])  # fmt: skip
+    cfg = load_config(Q8B, ["train.act.max_steps=4"])
+    out = tmp_path / "01_act"
+    for step, code in ((1, 75), (2, 75)):  # stopped twice at a deadline
+        monkeypatch.setattr(launch, "driver_command", lambda k, i, o, s=step, c=code: [
+            sys.executable, "-c", STOPPING_DRIVER, str(o), str(s), str(c)])  # fmt: skip
+        with pytest.raises(StageStopped, match=rf"stage 01_act \(act\) stopped at its save deadline after step {step}"):
+            train_stage("act", "/ckpt/warm", [{"x": 1}], cfg, out)
+        assert exports == [] and not (out / "model.safetensors").exists() and not (out / "config.yaml").exists()
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_1", "step_2"]  # kept for the resume
+    monkeypatch.setattr(launch, "driver_command", lambda k, i, o: [sys.executable, "-c", STOPPING_DRIVER, str(o), "4",
+                                                                   "0"])  # fmt: skip
+    train_stage("act", "/ckpt/warm", [{"x": 1}], cfg, out)  # resumed to its end: exported from its last step
+    assert exports == [out / "checkpoints" / "step_4" / "policy" / "weights"]
+    assert (out / "model.safetensors").read_text() == str(exports[0]) and (out / "config.yaml").exists()
+
+
 def test_each_stage_converts_its_init_into_its_own_folder_afresh_unless_it_resumes(tmp_path, monkeypatch, capsys):
     """NeMo-RL caches its HF -> Megatron conversion keyed by path (models/megatron/setup.py)."""
     from nemo_act.engines.nemo_rl.launch import HF_IMPORT
@@ -470,3 +522,40 @@ def test_a_stage_resumed_after_its_last_checkpoint_starts_no_training(tmp_path, 
     (ckpts / "step_8").mkdir()  # a resume that trained past the end (or another stage's folder): never exported
     with pytest.raises(RuntimeError, match=rf"step_8 is past the stage's last step \({algorithm}.max_num_steps 7\)"):
         trained_to_the_end(master, algorithm, ckpts)
+
+
+@pytest.fixture(scope="module")
+def every_kind(sw_experts, tmp_path_factory):
+    """Each registered stage kind's rows, its data built as the pipeline builds it (tests/every_kind.py)."""
+    from every_kind import every_kind_rows
+
+    return every_kind_rows(tmp_path_factory.mktemp("kinds"), sw_experts)
+
+
+@pytest.mark.heavy
+def test_the_cluster_engine_prepares_every_registered_stage_kind(every_kind, tmp_path, monkeypatch):
+    """Issue 56: the twin lane's fixture named the data of each kind by hand, and the kind added with the bench's
+    on-policy lever (``act_onpolicy``, data ``policy_pairs``) broke every NeMo-RL test there, unseen, since CI has no
+    NeMo-RL. Here, in ``make test``: every kind the registry holds, its data built by its own builder, is prepared
+    by the cluster engine's dry run (the launcher's files: ``experiment.yaml`` and the tagged ``rows.jsonl``; the
+    commands of the driver and the export) and mapped onto NeMo-RL's config (``recipe.master_config``, which the
+    driver resolves over the release's base), so a kind the cluster engine cannot prepare fails in CI."""
+    from nemo_act.stage_data import stage_experiment
+    from nemo_act.stage_kinds import STAGE_KINDS, stage_kind
+
+    monkeypatch.setenv("NEMO_ACT_DRY_RUN", "1")
+    assert sorted(every_kind) == sorted(STAGE_KINDS)
+    for kind, rows_file in every_kind.items():
+        spec = stage_kind(kind)
+        size = 8 if spec.algorithm == "grpo" else 2  # a handful of rows make one step (GRPO: 1 prompt x G=8)
+        cfg = load_config(Q8B, [f"train.{spec.train}.batch_size={size}", f"train.{spec.train}.grad_accum=1"])
+        rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
+        out = train_stage(kind, "/ckpt/warm", rows, cfg, tmp_path / f"01_{kind}")
+        assert len((out / "rows.jsonl").read_text().splitlines()) == len(rows), kind
+        assert load_config(out / "experiment.yaml").engine.name == "nemo_rl"
+        algorithm = spec.algorithm
+        master = recipe.master_config(kind, stage_experiment(kind, cfg), {}, init="/ckpt/warm", out=str(out),
+                                      n_rows=len(rows))  # fmt: skip
+        assert master[algorithm]["max_num_steps"] >= 1 and master["data"]["train"]["data_path"] == str(out / ROWS)
+        if algorithm == "grpo":  # a reward environment by name, configured
+            assert master["data"]["train"]["env_name"] in master["env"], kind

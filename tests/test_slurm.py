@@ -336,6 +336,29 @@ def test_ray_comes_up_although_workers_fail_until_the_gcs_listens_and_usr1_reque
 
 
 @pytest.mark.slow
+def test_a_stage_stopped_at_its_save_deadline_requeues_the_job_once(fake_slurm, tmp_path):
+    """Issue 56: ``nemo-act run`` exits 75 (``StageStopped``) when NeMo-RL stopped a stage at the job's save deadline
+    and nothing was exported; the job asks Slurm to requeue it (the requeued job resumes the stage) and ends without
+    an error. Where USR1 already requeued it, it is not requeued twice."""
+    env, log = fake_slurm
+    env = _job_env(env, tmp_path, FAKE_PIPELINE_RC="75")
+    stopped = _run("act_qwen3_8b.sub", env, timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "a stage stopped at its save deadline" in stopped.stdout and "requeueing 4242" in stopped.stdout
+    assert log.read_text().count("scontrol requeue 4242") == 1
+    (tmp_path / "ray_state" / "joined").unlink()
+    job = subprocess.Popen(["bash", "slurm/act_qwen3_8b.sub"], cwd=REPO, env={**env, "FAKE_PIPELINE_SECONDS": "5"},
+                           stdout=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.time() + 60
+    while log.read_text().count("pipeline NEMO_ACT_JOB_END") < 2 and time.time() < deadline:
+        time.sleep(0.1)
+    job.send_signal(signal.SIGUSR1)
+    out, _ = job.communicate(timeout=60)
+    assert job.returncode == 0 and "time limit near: requeueing 4242" in out, out
+    assert log.read_text().count("scontrol requeue 4242") == 2  # one per job: USR1's, not the stop's as well
+
+
+@pytest.mark.slow
 def test_the_job_stops_with_a_reason_when_preflight_ray_or_the_pipeline_fails(fake_slurm, tmp_path):
     env, log = fake_slurm
     env = _job_env(env, tmp_path)

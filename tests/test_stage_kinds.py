@@ -329,3 +329,24 @@ def test_a_kind_is_one_module_and_one_yaml_inside_nemo_act_or_outside_it(tmp_pat
     cfg = load_config()
     want = [il_rows([t], cfg)[-1] for t in read_jsonl(SW_EXPERTS, Trajectory)]
     assert mine["rows"] == theirs["rows"] == json.loads(json.dumps(want)) and len(want) == 2
+
+
+def test_a_built_data_file_whose_manifest_names_no_experts_is_one_line_naming_it(tmp_path):
+    """Issue 56: ``rows_for`` reads a built data file's manifest for the experts it was made from, and raised a bare
+    ``KeyError: 'experts'`` when handed another file (the twin's fixture gave ``act_onpolicy`` the experts file): now
+    one line names the stage, the file, what its manifest lacks and which builder writes the file it reads."""
+    from nemo_act.data.manifest import write_manifest
+    from nemo_act.stage_data import rows_for
+
+    cfg = load_config()
+    experts = tmp_path / "experts.jsonl"
+    experts.write_text("")
+    with pytest.raises(ValueError, match=r"^stage act_onpolicy reads .*experts\.jsonl, but it has no manifest \("):
+        rows_for("act_onpolicy", experts, cfg)
+    write_manifest(experts, "experts", {"split": "train"}, {"trajectories": 0})  # an experts file's own manifest
+    with pytest.raises(ValueError) as err:
+        rows_for("act_onpolicy", experts, cfg)
+    assert str(err.value) == (
+        f"stage act_onpolicy reads {experts}, but its manifest ({experts}.manifest.json) names no inputs.experts: "
+        "give it the file its data builder nemo_act.steps.pairs:build_policy_pairs writes"
+    )

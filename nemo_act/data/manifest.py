@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -16,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from nemo_act import __version__
-from nemo_act.data.io import read_json, write_text_atomic
+from nemo_act.data.io import append_json_line, read_json, write_text_atomic
+
+DIGEST_CACHE_ENV = "NEMO_ACT_DIGEST_CACHE"  # the file of :func:`cached_sha256` (default: the user's cache folder)
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,58 @@ def file_sha256(path: str | Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def digest_cache() -> Path:
+    """Where :func:`cached_sha256` keeps its digests: ``$NEMO_ACT_DIGEST_CACHE``, else the user's cache folder."""
+    if path := os.environ.get(DIGEST_CACHE_ENV):
+        return Path(path)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nemo-act" / "sha256.jsonl"
+
+
+_KNOWN: dict[tuple[str, int, int], str] = {}  # (resolved path, size, mtime_ns) -> sha256, this process's view
+_READ: dict[Path, int] = {}  # cache file -> bytes of it already read into _KNOWN
+
+
+def _read_cache(cache: Path) -> None:
+    """Take in the lines other processes appended since the last read (a torn or foreign line is skipped)."""
+    try:
+        size = cache.stat().st_size
+    except OSError:
+        return
+    if size == _READ.get(cache):
+        return
+    with cache.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+                _KNOWN[(rec["path"], int(rec["size"]), int(rec["mtime_ns"]))] = str(rec["sha256"])
+            except (ValueError, KeyError, TypeError):
+                continue
+    _READ[cache] = size
+
+
+def cached_sha256(path: str | Path) -> str:
+    """:func:`file_sha256` of a file, read once per (path, size, modification time) on this machine.
+
+    The digest is appended to :func:`digest_cache` (one JSON line per file version), so a large starting checkpoint
+    is hashed once, not by every run that starts from it; a file moved, copied or rewritten is hashed again. A cache
+    that cannot be written (a read-only home) only costs the hashing.
+    """
+    p = Path(path).resolve()
+    st = p.stat()
+    key = (str(p), st.st_size, st.st_mtime_ns)
+    cache = digest_cache()
+    if key not in _KNOWN:
+        _read_cache(cache)
+    if key not in _KNOWN:
+        _KNOWN[key] = file_sha256(p)
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            append_json_line(cache, {"path": key[0], "size": key[1], "mtime_ns": key[2], "sha256": _KNOWN[key]})
+        except OSError:
+            pass
+    return _KNOWN[key]
 
 
 def write_manifest(

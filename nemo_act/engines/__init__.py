@@ -28,6 +28,18 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 
+class StageStopped(RuntimeError):
+    """A training stage that stopped before its last step by its job's save deadline: not finished, resumable.
+
+    The engine saved a checkpoint and returned early (NeMo-RL's loops do at ``checkpoint_must_save_by``); the stage
+    is neither exported nor marked complete, and the same command resumes it from that checkpoint. ``nemo-act run``
+    ends with :attr:`exit_code` (75, sysexits' EX_TEMPFAIL: try again later), which the Slurm job answers with a
+    requeue (``slurm/_act_job.sh``).
+    """
+
+    exit_code = 75
+
+
 @dataclass(frozen=True)
 class Check:
     """One preflight check: what, whether it passed, and the detail (where, or why not)."""

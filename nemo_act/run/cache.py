@@ -27,7 +27,7 @@ from typing import Any, Literal
 from nemo_act.common.numerics import PORTABLE
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import read_json
-from nemo_act.data.manifest import file_sha256
+from nemo_act.data.manifest import cached_sha256, file_sha256
 from nemo_act.engines import engine_for
 from nemo_act.stage_data import stage_config
 from nemo_act.stage_kinds import DATA_KINDS, stage_kind
@@ -131,14 +131,20 @@ def read_weights_differ(record: dict[str, Any], weights: dict[str, str]) -> str 
 
 
 def checkpoint_fingerprint(path: str) -> str:
-    """Fingerprint of a starting checkpoint: a stage's own fingerprint, or a hub name / folder's files."""
+    """Fingerprint of a starting checkpoint: a stage's own fingerprint, a folder's content, or a hub name.
+
+    A folder that is no stage (the tiny model, a warm-up, a user's HF folder) is known by what it holds: the name
+    and sha256 of each file in it (hidden ones aside), not by where it lies, so a run folder moved or copied to
+    another path reuses what it finished. Each file is hashed once per path, size and time
+    (:func:`~nemo_act.data.manifest.cached_sha256`).
+    """
     stage_file = Path(path) / "stage.json"
     if stage_file.exists():
         return read_json(stage_file)["fingerprint"]
     folder = Path(path)
     if folder.is_dir():
-        files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file())
-        return fingerprint([str(folder.resolve()), files])
+        files = sorted((p.name, cached_sha256(p)) for p in folder.iterdir() if p.is_file() and p.name[0] != ".")
+        return fingerprint({"files": files})
     return fingerprint(path)
 
 

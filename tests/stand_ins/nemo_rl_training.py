@@ -18,10 +18,13 @@ build what those build on a CPU the way they do (``Logger(config.logger)``, ``Ch
 .checkpointing)``, the train loader as ``grpo.py:358-364``). A stood-in step takes the next batch of the
 real loader; for GRPO it answers each prompt ``num_generations_per_prompt`` times (alternately the right
 answer in the answer format and a malformed one) and scores them with the real reward actors through
-``calculate_rewards``; it logs ``train/loss`` (and ``train/reward``) as NeMo-RL's loop does and saves a
-checkpoint every ``save_period`` steps (``policy/weights`` left empty: no model was built). At most
-``STANDIN_STEPS`` (2) steps. RECORD.json gets what the loop was handed (the checkpointing section, steps,
-rewards).
+``calculate_rewards``; it logs ``train/loss`` (and ``train/reward``) as NeMo-RL's loop does. The loop's frame is
+NeMo-RL's: it resumes from the newest checkpoint's ``training_info.json`` (``grpo.py:320-322``, ``sft.py:137-138``),
+and with NeMo-RL's own ``TimeoutChecker`` on ``checkpoint_must_save_by`` (``grpo.py:2147-2151``, ``sft.py:387-391``)
+it saves at the last step, every ``save_period`` steps or at the deadline (``grpo.py:2871-2890``, ``sft.py:522-535``;
+``policy/weights`` left empty: no model was built) and returns after a deadline save ("Timeout has been reached,
+stopping training early": ``grpo.py:3123-3126``, ``sft.py:646-648``). At most ``STANDIN_STEPS`` (2) steps in all.
+RECORD.json gets what the loop was handed (the checkpointing section, the steps it ran, rewards).
 """
 
 from __future__ import annotations
@@ -54,12 +57,43 @@ def _answer(meta: dict[str, Any], i: int) -> str:
     return f"<action>{right}</action>" if i % 2 == 0 else "no answer"
 
 
+def _resumed(checkpointer: Any) -> dict[str, Any]:
+    """The training info of the newest checkpoint, as grpo.py:320-322 and sft.py:137-138 read it, or a fresh state."""
+    return checkpointer.load_training_info(checkpointer.get_latest_checkpoint_path()) or {"total_steps": 0}
+
+
 def _grpo_setup(master_config: Any, tokenizer: Any, dataset: Any, val_dataset: Any) -> tuple:
     from nemo_rl.data.collate_fn import rl_collate_fn
 
     loader = _loader(dataset, master_config.grpo["num_prompts_per_step"], rl_collate_fn)
     logger, ckpt = _logger_and_checkpointer(master_config)
-    return (None, None, None, (None, None), loader, None, None, logger, ckpt, {}, master_config, None, None)
+    return (None, None, None, (None, None), loader, None, None, logger, ckpt, _resumed(ckpt), master_config, None,
+            None)  # fmt: skip
+
+
+def _loop(master_config: Any, algorithm: str, loader: Any, checkpointer: Any, state: dict, step_fn: Any) -> int:
+    """NeMo-RL's loop frame around ``step_fn(step, batch)``: resume, save rule, deadline; returns the steps run."""
+    from nemo_rl.utils.timer import TimeoutChecker
+
+    timeout = TimeoutChecker(timeout=master_config.checkpointing["checkpoint_must_save_by"], fit_last_save_time=True)
+    timeout.start_iterations()
+    total, ran = int(state["total_steps"]), 0
+    section = getattr(master_config, algorithm)  # GRPO's a dict, SFT's and DPO's a config object (sft.py:650)
+    last = section["max_num_steps"] if isinstance(section, dict) else section.max_num_steps
+    for batch in loader:
+        if total >= min(STEPS, last):
+            break
+        step_fn(total + 1, batch)
+        timeout.mark_iteration()
+        by_step = total + 1 >= last or (total + 1) % master_config.checkpointing["save_period"] == 0
+        by_timeout = timeout.check_save()
+        if by_step or by_timeout:
+            _save(checkpointer, total + 1)
+        total, ran = total + 1, ran + 1
+        if by_timeout:
+            print("Timeout has been reached, stopping training early", flush=True)
+            break
+    return ran
 
 
 def _grpo_train(policy, generation, loader, val_loader, tokenizer, loss_fn, task_to_env, val_task_to_env, logger,
@@ -68,18 +102,16 @@ def _grpo_train(policy, generation, loader, val_loader, tokenizer, loss_fn, task
     from nemo_rl.experience.rollouts import calculate_rewards
 
     rewards = []
-    for step, batch in enumerate(loader, start=1):
-        if step > min(STEPS, master_config.grpo["max_num_steps"]):
-            break
+
+    def step_fn(step: int, batch: Any) -> None:
         batch = batch.repeat_interleave(master_config.grpo["num_generations_per_prompt"])
         for i, (log, meta) in enumerate(zip(batch["message_log"], batch["extra_env_info"], strict=True)):
             log.append({"role": "assistant", "content": _answer(meta, i), "token_ids": torch.tensor([0])})
         env_out = calculate_rewards(batch, task_to_env)
         rewards.append(env_out.rewards.tolist())
         logger.log_metrics({"loss": 1.0 / step, "reward": float(env_out.rewards.sum(dim=-1).mean())}, step, "train")
-        if step % master_config.checkpointing["save_period"] == 0:
-            _save(checkpointer, step)
-    _record(master_config, len(rewards), rewards)
+
+    _record(master_config, _loop(master_config, "grpo", loader, checkpointer, state, step_fn), rewards)
 
 
 def _logger_and_checkpointer(master_config: Any) -> tuple:
@@ -94,7 +126,7 @@ def _sft_setup(master_config: Any, tokenizer: Any, train_dataset: Any, val_datas
 
     loader = _loader(train_dataset, master_config.policy["train_global_batch_size"], rl_collate_fn)
     logger, ckpt = _logger_and_checkpointer(master_config)
-    return (None, None, loader, None, None, logger, ckpt, {}, master_config)
+    return (None, None, loader, None, None, logger, ckpt, _resumed(ckpt), master_config)
 
 
 def _dpo_setup(master_config: Any, tokenizer: Any, train_dataset: Any, val_dataset: Any) -> tuple:
@@ -107,19 +139,19 @@ def _dpo_setup(master_config: Any, tokenizer: Any, train_dataset: Any, val_datas
                       add_loss_mask=True)  # fmt: skip
     loader = _loader(train_dataset, master_config.policy["train_global_batch_size"] // 2, collate)
     logger, ckpt = _logger_and_checkpointer(master_config)
-    return (None, None, loader, None, None, logger, ckpt, {}, master_config)
+    return (None, None, loader, None, None, logger, ckpt, _resumed(ckpt), master_config)
 
 
-def _sft_train(policy, loader, val_loader, tokenizer, loss_fn, master_config, logger, checkpointer, state) -> None:
-    steps = 0
-    for step, _batch in enumerate(loader, start=1):
-        if step > STEPS:
-            break
+def _sft_train(policy, loader, val_loader, tokenizer, loss_fn, master_config, logger, checkpointer, state,
+               algorithm: str = "sft") -> None:  # fmt: skip
+    def step_fn(step: int, batch: Any) -> None:
         logger.log_metrics({"loss": 1.0 / step}, step, "train")
-        if step % master_config.checkpointing["save_period"] == 0:
-            _save(checkpointer, step)
-        steps = step
-    _record(master_config, steps, [])
+
+    _record(master_config, _loop(master_config, algorithm, loader, checkpointer, state, step_fn), [])
+
+
+def _dpo_train(policy, loader, val_loaders, tokenizer, loss_fn, master_config, logger, checkpointer, state) -> None:
+    _sft_train(policy, loader, val_loaders, tokenizer, loss_fn, master_config, logger, checkpointer, state, "dpo")
 
 
 def _record(master_config: Any, steps: int, rewards: list) -> None:
@@ -138,7 +170,7 @@ def main() -> None:
 
     grpo.setup, grpo.grpo_train = _grpo_setup, _grpo_train
     sft.setup, sft.sft_train = _sft_setup, _sft_train
-    dpo.setup, dpo.dpo_train = _dpo_setup, _sft_train
+    dpo.setup, dpo.dpo_train = _dpo_setup, _dpo_train
     _RECORD = sys.argv.pop(1)
     runpy.run_module("nemo_act.engines.nemo_rl.driver", run_name="__main__", alter_sys=True)
 

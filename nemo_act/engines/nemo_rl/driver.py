@@ -35,7 +35,13 @@ from omegaconf import OmegaConf
 from nemo_act.config.load import load_config
 from nemo_act.data.io import write_text_atomic
 from nemo_act.engines.nemo_rl import recipe  # noqa: TID253
-from nemo_act.engines.nemo_rl.launch import checkpoint_step, latest_checkpoint, stage_metrics  # noqa: TID253
+from nemo_act.engines.nemo_rl.launch import (  # noqa: TID253
+    STOPPED_EXIT,
+    checkpoint_step,
+    latest_checkpoint,
+    stage_metrics,
+    stopped_short,
+)
 from nemo_act.engines.nemo_rl.processors import tag_rows  # noqa: TID253
 from nemo_act.engines.nemo_rl.reward_env import resume_reward_log  # noqa: TID253
 from nemo_act.engines.nemo_rl.settings import nemo_rl_settings
@@ -165,8 +171,17 @@ def trained_to_the_end(master: dict[str, Any], algorithm: str, checkpoints: Path
     return step if step and steps and step == steps else None
 
 
+class StoppedAtDeadline(Exception):
+    """NeMo-RL's loop returned after the job's deadline save, short of the stage's last step (the driver exits 75)."""
+
+
 def run(args: argparse.Namespace) -> Path:
-    """Train one stage with NeMo-RL (or, with ``--prepare-only``, only write its inputs); return the folder."""
+    """Train one stage with NeMo-RL (or, with ``--prepare-only``, only write its inputs); return the folder.
+
+    Raises:
+        StoppedAtDeadline: The loop returned with its newest checkpoint short of ``max_num_steps`` (the job's save
+            deadline): no metrics are handed over and the launcher exports nothing; the next run resumes.
+    """
     out = Path(args.out)
     master = prepare(args)
     if args.prepare_only:
@@ -187,6 +202,8 @@ def run(args: argparse.Namespace) -> Path:
         margin = nemo_rl_settings(load_config(args.config, args.overrides)).save_deadline_margin_s
         {"grpo": _grpo, "sft": _sft, "dpo": _dpo}[algorithm](master, tokenizer, margin)
         trained_to_the_end(master, algorithm, out / "checkpoints")  # a loop that trained past the end: refused
+        if why := stopped_short(out / "checkpoints", master[algorithm]["max_num_steps"]):
+            raise StoppedAtDeadline(f"{out.name}: {why}")
     metrics = stage_metrics(
         _tensorboard_scalars(Path(master["logger"]["log_dir"])), out / recipe.REWARD_LOG, args.stage
     )
@@ -295,8 +312,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point."""
-    run(parser().parse_args(argv))
+    """Entry point: 0 when the stage trained to its last step, :data:`.launch.STOPPED_EXIT` when it stopped short."""
+    try:
+        run(parser().parse_args(argv))
+    except StoppedAtDeadline as err:
+        print(err, flush=True)
+        return STOPPED_EXIT
     return 0
 
 

@@ -26,11 +26,13 @@ from typing import Any
 from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import follow_umask, write_text_atomic
+from nemo_act.engines import StageStopped
 from nemo_act.engines.nemo_rl import interpreters
 from nemo_act.engines.nemo_rl.processors import tag_rows  # noqa: TID253
 from nemo_act.engines.nemo_rl.recipe import ROWS  # noqa: TID253
 
 EXPORT_TOOL = interpreters.CONVERT / "megatron_to_hf.py"
+STOPPED_EXIT = StageStopped.exit_code  # the driver's exit code for a stage stopped at its save deadline
 _STEP = re.compile(r"^step_(\d+)$")
 # NeMo-RL metric names -> the names the local engine (TRL) logs, so `nemo-act report` plots both.
 METRIC_ALIASES = {"train/loss": "loss", "train/reward": "reward"}
@@ -145,6 +147,20 @@ def _run(cmd: list[str], out: Path | None = None) -> None:
     subprocess.run(cmd, check=True, env=stage_env(out=out))
 
 
+def stopped_short(checkpoints: Path, last: int) -> str | None:
+    """What to say of a stage whose training returned with its newest checkpoint short of its ``last`` step, or None.
+
+    NeMo-RL's loops return normally after the save the job's deadline asks for ("Timeout has been reached, stopping
+    training early": ``nemo_rl/algorithms/grpo.py:3123-3126``, ``sft.py:646-648``, ``dpo.py:786-788`` at v0.7.0), so
+    a return alone does not say the stage trained to its end; the newest ``step_<k>`` does.
+    """
+    step = checkpoint_step(latest_checkpoint(checkpoints))
+    if step >= last:
+        return None
+    where = f"resumes from step_{step}" if step else "starts again: no checkpoint was written"
+    return f"stopped at the save deadline after step {step} of {last}: requeued, {where} ({checkpoints})"
+
+
 def run_driver(kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: str | Path) -> Path:
     """Hand the stage's inputs over as files in ``out`` and run the NeMo-RL driver on them (no export).
 
@@ -155,6 +171,9 @@ def run_driver(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experiment
 
     Returns:
         ``out``, now holding NeMo-RL's checkpoints, logs and ``metrics.jsonl``.
+
+    Raises:
+        StageStopped: The driver stopped the stage at the job's save deadline (exit :data:`STOPPED_EXIT`).
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -163,7 +182,16 @@ def run_driver(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experiment
     write_text_atomic(out / "experiment.yaml", to_yaml(cfg))
     tagged = tag_rows(kind, rows, cfg.model.enable_thinking)  # what NeMo-RL's loader reads (datasets.py)
     write_text_atomic(out / ROWS, "".join(json.dumps(r) + "\n" for r in tagged))
-    _run(driver_command(kind, init, out), out)
+    try:
+        _run(driver_command(kind, init, out), out)
+    except subprocess.CalledProcessError as err:
+        if err.returncode == STOPPED_EXIT:  # the driver said why on its log; nothing to export, nothing complete
+            step = checkpoint_step(latest_checkpoint(out / "checkpoints"))
+            raise StageStopped(
+                f"stage {out.name} ({kind}) stopped at its save deadline after step {step}: nothing exported; "
+                f"the same command resumes it from {out / 'checkpoints'}"
+            ) from None
+        raise
     return out
 
 
@@ -183,6 +211,7 @@ def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experimen
 
     Raises:
         RuntimeError: The driver finished without a checkpoint.
+        StageStopped: The stage stopped at the job's save deadline: not exported, resumed by the next run.
     """
     out = run_driver(kind, init, rows, cfg, out)
     if os.environ.get("NEMO_ACT_DRY_RUN") == "1":
