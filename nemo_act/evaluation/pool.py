@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import multiprocessing as mp
 import signal
+import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from multiprocessing.connection import wait
@@ -95,7 +96,18 @@ class EnvPool:
         parent, child = self._ctx.Pipe()
         args = (child, self._factory, self.envs_per_worker, self.call_timeout)
         proc = self._ctx.Process(target=_worker, args=args, daemon=True)
-        proc.start()
+        # started with SIGINT ignored, which the new interpreter keeps (an ignored signal stays ignored across exec,
+        # and Python then installs no KeyboardInterrupt handler): a Ctrl-C that reaches the process group while the
+        # worker still imports (seconds on a loaded machine) printed a traceback from it; its parent stops it. Only
+        # the main thread may set a handler; the parent ignores Ctrl-C for the start alone (milliseconds).
+        if threading.current_thread() is threading.main_thread():
+            handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                proc.start()
+            finally:
+                signal.signal(signal.SIGINT, handler)
+        else:
+            proc.start()
         child.close()  # so a dead worker shows as EOF here
         self._conns[w], self._procs[w] = parent, proc
 
