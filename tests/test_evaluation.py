@@ -42,6 +42,36 @@ def test_gold_policy_scores_100(gold_eval):
     assert json.loads((out / "summary.json").read_text())["policy"] == "gold"
 
 
+class QuotesThenAnswers(GoldGenerator):
+    """Reasons in plain text, quoting another admissible action in tags, then answers the expert's action in tags:
+    what a model that reasons without ``<think>`` (SmolLM2) may write."""
+
+    name = "quotes_then_answers"
+
+    def generate(self, requests, n, sampling, seed):
+        answers = super().generate(requests, n, sampling, seed)
+        out = []
+        for req, texts in zip(requests, answers, strict=True):
+            other = next(a for a in sorted(req.admissible_actions) if a != req.gold_action)
+            out.append([f"Not <action>{other}</action>, it does not help. So: {t}" for t in texts])
+        return out
+
+
+@pytest.mark.heavy
+def test_an_answer_with_several_action_tags_plays_the_last_and_is_recorded_malformed(
+    sw_experts, sw_fast_tasks, cfg, tmp_path
+):
+    """The rule for several ``<action>`` tags (docs/models.md): the env is sent the last complete tag's action (the
+    gold here, so every episode is won), and each step is recorded not well formed (the rewards give such an answer
+    the format penalty only: tests/test_rewards.py)."""
+    res = evaluate_policy(QuotesThenAnswers(), cfg, "test", tmp_path, tasks=sw_fast_tasks, max_variations=1, seeds=[0],
+                          workers=1, envs_per_worker=2, gold=load_gold(sw_experts), progress=False)  # fmt: skip
+    assert res["episodes"] == 2 and res["completion_mean"] == 100.0
+    records = list(read_jsonl(tmp_path / "seed_0" / "episodes.jsonl", EpisodeRecord))
+    steps = [s for r in records for s in r.steps]
+    assert steps and all(s["output"].count("<action>") == 2 and not s["well_formed"] for s in steps)
+
+
 @pytest.mark.heavy
 @pytest.mark.slow
 def test_random_policy_scores_far_less(cfg, sw_fast_tasks, tmp_path):
