@@ -267,3 +267,27 @@ def test_nemo_act_run_trains_and_evaluates_il_on_the_pretrained_model(smollm2, t
     assert Path(stage["init"]) == smollm2 and stage["complete"], stage
     history = [json.loads(line) for line in (run / "stages" / "01_il" / "metrics.jsonl").read_text().splitlines()]
     assert [h["step"] for h in history if "loss" in h] == [1, 2]
+
+
+@pytest.mark.heavy
+@pytest.mark.pretrained
+def test_il_trains_the_answer_and_its_end_token_which_is_also_the_pad_token(smollm2, smollm2_rows, tmp_path):
+    """SmolLM2's pad token is its end token (``<|im_end|>``, unlike Qwen3's): a collator that masked padding by token
+    id would also mask the answer's end, and the model would never learn to stop. The local engine's IL batches
+    (its own trainer, as ``train_stage`` builds it) label every answer token and the ``<|im_end|>`` that closes it
+    (TRL pads labels with -100 by position), and nothing of the prompt or the padding."""
+    from nemo_act.engines.local import stages
+
+    cfg = load_config(overrides=["model=smollm2_135m", *PRETRAINED_ROW_SETTINGS, *(o.format(k="il") for o in STEP)])
+    rows = [json.loads(line) for line in smollm2_rows["il"].read_text().splitlines()]
+    model, tok = stages._load(str(smollm2), cfg)
+    assert tok.pad_token_id == tok.eos_token_id == tok.convert_tokens_to_ids("<|im_end|>")
+    batch = next(iter(stages._trainer("il", model, tok, rows, cfg, tmp_path).get_train_dataloader()))
+    for ids, labels, mask in zip(batch["input_ids"], batch["labels"], batch["attention_mask"], strict=True):
+        trained = ids[labels != -100].tolist()
+        answer = tok.decode(trained)
+        # the answer, its <|im_end|>, and the newline ChatML's template writes after every turn
+        assert answer.startswith("<action>") and answer.endswith("</action><|im_end|>\n"), answer
+        assert tok.eos_token_id in trained
+        assert ids.tolist().count(tok.eos_token_id) > 1 or mask.all()  # padded with the same token, left untrained
+        assert (labels[mask == 0] == -100).all()
