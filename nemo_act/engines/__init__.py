@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import pkgutil
 import sys
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,21 +58,25 @@ class PlannedStep:
     outputs: Path
 
 
-class Engine(ABC):
-    """A training engine. Subclasses set :attr:`name` and :attr:`isolates_steps` and implement the abstract methods.
+class Engine:
+    """A training engine. Subclasses set :attr:`name`, :attr:`isolates_steps`, :attr:`trainer`; override what differs.
 
     Attributes:
         name: ``engine.name`` in the config.
         isolates_steps: Whether GPU data steps (pairs, selection, baseline data, evaluation) run each in a child
             process (:meth:`step_command`), so no step keeps GPU memory the next stage's job needs.
+        trainer: ``module:function`` that :meth:`train_stage` calls ("": the subclass overrides it).
     """
 
     name: str
     isolates_steps: bool = False
+    trainer: str = ""
 
-    @abstractmethod
     def train_stage(self, kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: Path) -> Path:
         """Train one stage; the result is an HF checkpoint folder (``out``).
+
+        The shipped engines name a ``module:function`` of this signature in :attr:`trainer`, imported on first use
+        (training's heavy imports stay out of planning and checking); an engine of yours may override this instead.
 
         Args:
             kind: Stage kind (its entry in :data:`~nemo_act.stage_kinds.STAGE_KINDS`).
@@ -82,6 +85,9 @@ class Engine(ABC):
             cfg: Experiment config.
             out: Stage folder.
         """
+        if not self.trainer:
+            raise NotImplementedError(f"engine {self.name!r} names no trainer and does not override train_stage")
+        return plugins.load(self.trainer)(kind, init, rows, cfg, out)
 
     def fingerprint(self, cfg: ExperimentConfig) -> dict[str, Any]:
         """What of the engine changes a stage's result (not its layout: a job may be resized)."""

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import model_validator
 
-from nemo_act.config.schema import EngineConfigBase, ExperimentConfig
+from nemo_act.config.schema import EngineConfigBase
 from nemo_act.engines import Engine
 
 LEGACY_KEYS = ("nemo_rl_release", "nemo_rl_commit", "nemo_rl_container", "nemo_rl")
@@ -33,12 +33,7 @@ class LocalEngine(Engine):
 
     name = "local"
     isolates_steps = False
-
-    def train_stage(self, kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: Path) -> Path:
-        """Train one stage with TRL (SFT, DPO or GRPO) into ``out``."""
-        from nemo_act.engines.local.stages import train_stage
-
-        return train_stage(kind, init, rows, cfg, out)
+    trainer = "nemo_act.engines.local.stages:train_stage"
 
     def stage_started(self, stage: Path) -> bool:
         """A TRL checkpoint (``checkpoint-*``) the stage resumes from."""

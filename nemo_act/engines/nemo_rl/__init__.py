@@ -37,12 +37,7 @@ class NeMoRLEngine(Engine):
 
     name = "nemo_rl"
     isolates_steps = True
-
-    def train_stage(self, kind: str, init: str, rows: list[dict[str, Any]], cfg: ExperimentConfig, out: Path) -> Path:
-        """Run the stage's NeMo-RL job and export its last checkpoint to HF in ``out``."""
-        from nemo_act.engines.nemo_rl.launch import train_stage
-
-        return train_stage(kind, init, rows, cfg, out)
+    trainer = "nemo_act.engines.nemo_rl.launch:train_stage"  # the stage's NeMo-RL job, its last checkpoint to HF
 
     def fingerprint(self, cfg: ExperimentConfig) -> dict[str, Any]:
         """Precision, the release's base configs and the raw overrides (not the layout: a job may be resized)."""

@@ -183,27 +183,13 @@ class ScoredRewardEnv(_Logged):
 class _ShippedRewardEnv(ScoredRewardEnv):
     """A reward nemo-act ships, named by the subclass (``reward``).
 
-    Args:
-        values: Its values block (``rewards.selection`` / ``rewards.action``).
-        use_admissible: ``benchmark.admissible_reward`` (False for WebShop).
-        log_path: JSONL file that gets one summary line per ``step`` (None: no log).
-        first_step: Step the stage resumes after (0 for a fresh stage).
-        stage: The stage's name, for the no-signal warning.
-        zero_variance_steps: ``train.<block>.zero_variance_steps`` (0: no warning; a resumed stage never warns).
+    Takes :class:`ScoredRewardEnv`'s arguments after ``reward`` (``values``, ``use_admissible``, ``log_path``, ...).
     """
 
     reward: str
 
-    def __init__(
-        self,
-        values: Any,
-        use_admissible: bool,
-        log_path: str | Path | None = None,
-        first_step: int = 0,
-        stage: str = "",
-        zero_variance_steps: int = 0,
-    ) -> None:
-        super().__init__(self.reward, values, use_admissible, log_path, first_step, stage, zero_variance_steps)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(self.reward, *args, **kwargs)
 
 
 class SelectionRewardEnv(_ShippedRewardEnv):
