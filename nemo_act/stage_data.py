@@ -55,6 +55,14 @@ def assistant(text: str) -> list[dict[str, str]]:
     return [{"role": "assistant", "content": text}]
 
 
+def sft_row(prompt: str, completion: str, source: str | None = None) -> Row:
+    """An SFT row: one user message -> one assistant message, with the state or pair it came from (if any)."""
+    row: Row = {"prompt": as_messages(prompt), "completion": assistant(completion)}
+    if source is not None:
+        row[SOURCE_KEY] = source
+    return row
+
+
 def selection_format_rows(pairs: Iterable[Pair], cfg: ExperimentConfig, seed: int) -> list[Row]:
     """Format-only selection rows: selection prompt -> one candidate picked by a seeded coin flip.
 
@@ -67,10 +75,7 @@ def selection_format_rows(pairs: Iterable[Pair], cfg: ExperimentConfig, seed: in
     for p in pairs:
         coin = key_digest("format", seed, p.pair_id)[0] % len(p.candidates)  # 2 candidates: the low bit, as before
         rows.append(
-            {
-                "prompt": as_messages(selection_prompt(p.state, p.candidates, p.benchmark, cfg.prompt)),
-                "completion": assistant(wrap_action(p.candidates[coin])),
-            }
+            sft_row(selection_prompt(p.state, p.candidates, p.benchmark, cfg.prompt), wrap_action(p.candidates[coin]))
         )
     return rows
 

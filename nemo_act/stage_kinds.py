@@ -248,8 +248,8 @@ class _Registry(MutableMapping[str, StageKind]):
 STAGE_KINDS: MutableMapping[str, StageKind] = _Registry()
 
 
-def register(entry: StageKind | DataKind | RewardKind) -> None:
-    """Add a stage kind, data kind or reward to the registry (what a module of :mod:`nemo_act.kinds` does, or of yours).
+def register(*entries: StageKind | DataKind | RewardKind) -> None:
+    """Add stage kinds, data kinds or rewards to the registry (what a module of :mod:`nemo_act.kinds` does, or yours).
 
     A module of yours is named in the config's ``extensions``; the shipped kinds are registered first, so a name of
     theirs is taken. Registering the same entry again is a no-op (a module imported twice); another entry under a taken
@@ -261,11 +261,12 @@ def register(entry: StageKind | DataKind | RewardKind) -> None:
     tables: dict[type, MutableMapping[str, Any]] = {
         StageKind: STAGE_KINDS, DataKind: DATA_KINDS, RewardKind: REWARD_KINDS
     }  # fmt: skip
-    table = tables[type(entry)]
-    old = table.get(entry.name)
-    if old is not None and old != entry:
-        raise ValueError(f"{type(entry).__name__} '{entry.name}' is already registered as {old}")
-    table[entry.name] = entry
+    for entry in entries:
+        table = tables[type(entry)]
+        old = table.get(entry.name)
+        if old is not None and old != entry:
+            raise ValueError(f"{type(entry).__name__} '{entry.name}' is already registered as {old}")
+        table[entry.name] = entry
 
 
 def import_extensions(modules: Sequence[str], source: str) -> None:

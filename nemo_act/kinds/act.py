@@ -44,24 +44,14 @@ def policy_act_rows(pairs: Iterable[Pair], trajectories: Iterable[Trajectory], c
 
 
 register(
-    StageKind(
-        name="act", algorithm="grpo", data="pairs", rows=f"{__name__}:act_rows", prompt="selection",
-        reward="selection", train="act", selection_eval=True, label="ACT",
-        summary="ACT: GRPO on choosing the expert action of a pair, reasoning first",
-    )
-)  # fmt: skip
-register(
-    StageKind(
-        name="act_onpolicy", algorithm="grpo", data="policy_pairs", rows=f"{__name__}:policy_act_rows",
-        prompt="selection", reward="selection", train="act", selection_eval=True, rounds="pairs.rounds",
-        label="on-policy ACT",
-        summary="ACT in pairs.rounds rounds, each on alternatives re-sampled by the newest checkpoint",
-    )
-)  # fmt: skip
-register(
-    StageKind(
-        name="act_noreason", algorithm="grpo", data="pairs", rows=f"{__name__}:act_rows", prompt="selection",
-        reward="selection", train="act", prompt_settings={"act_reasoning": False}, selection_eval=True,
-        label="no-reasoning ACT", summary="control: ACT without the reasoning instruction",
-    )
+    StageKind(name="act", algorithm="grpo", data="pairs", rows=f"{__name__}:act_rows", prompt="selection",
+              reward="selection", train="act", selection_eval=True, label="ACT",
+              summary="ACT: GRPO on choosing the expert action of a pair, reasoning first"),
+    StageKind(name="act_onpolicy", algorithm="grpo", data="policy_pairs", rows=f"{__name__}:policy_act_rows",
+              prompt="selection", reward="selection", train="act", selection_eval=True, rounds="pairs.rounds",
+              label="on-policy ACT",
+              summary="ACT in pairs.rounds rounds, each on alternatives re-sampled by the newest checkpoint"),
+    StageKind(name="act_noreason", algorithm="grpo", data="pairs", rows=f"{__name__}:act_rows", prompt="selection",
+              reward="selection", train="act", prompt_settings={"act_reasoning": False}, selection_eval=True,
+              label="no-reasoning ACT", summary="control: ACT without the reasoning instruction"),
 )  # fmt: skip

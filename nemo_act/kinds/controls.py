@@ -13,7 +13,7 @@ from nemo_act.data.records import Pair
 from nemo_act.generation.simple import wrap_action
 from nemo_act.prompts.length import SOURCE_KEY
 from nemo_act.prompts.render import as_messages, generation_prompt, selection_prompt
-from nemo_act.stage_data import Row, assistant, sourced
+from nemo_act.stage_data import Row, assistant, sft_row, sourced
 from nemo_act.stage_kinds import StageKind, register
 
 
@@ -21,11 +21,9 @@ from nemo_act.stage_kinds import StageKind, register
 def sft_choice_rows(pairs: Iterable[Pair], cfg: ExperimentConfig) -> list[Row]:
     """SFT-on-choice control rows: selection prompt -> the expert action, no rationale."""
     return [
-        {
-            "prompt": as_messages(selection_prompt(p.state, p.candidates, p.benchmark, cfg.prompt)),
-            "completion": assistant(wrap_action(p.expert_action)),
-            SOURCE_KEY: p.pair_id,
-        }
+        sft_row(
+            selection_prompt(p.state, p.candidates, p.benchmark, cfg.prompt), wrap_action(p.expert_action), p.pair_id
+        )
         for p in pairs
     ]
 
@@ -45,15 +43,9 @@ def dpo_rows(pairs: Iterable[Pair], cfg: ExperimentConfig) -> list[Row]:
 
 
 register(
-    StageKind(
-        name="sft_choice", algorithm="sft", data="pairs", rows=f"{__name__}:sft_choice_rows", prompt="selection",
-        train="sft_choice", selection_eval=True, label="SFT-on-choice",
-        summary="control: SFT on the selection prompt -> the expert action, no rationale",
-    )
-)  # fmt: skip
-register(
-    StageKind(
-        name="dpo", algorithm="dpo", data="pairs", rows=f"{__name__}:dpo_rows", prompt="generation", train="dpo",
-        selection_eval=True, label="DPO", summary="control: DPO, expert action chosen over the alternative",
-    )
+    StageKind(name="sft_choice", algorithm="sft", data="pairs", rows=f"{__name__}:sft_choice_rows", prompt="selection",
+              train="sft_choice", selection_eval=True, label="SFT-on-choice",
+              summary="control: SFT on the selection prompt -> the expert action, no rationale"),
+    StageKind(name="dpo", algorithm="dpo", data="pairs", rows=f"{__name__}:dpo_rows", prompt="generation", train="dpo",
+              selection_eval=True, label="DPO", summary="control: DPO, expert action chosen over the alternative"),
 )  # fmt: skip

@@ -14,7 +14,7 @@ from nemo_act.generation.simple import wrap_action
 from nemo_act.prompts.length import SOURCE_KEY
 from nemo_act.prompts.render import as_messages, generation_prompt
 from nemo_act.prompts.state import expert_action, state_id
-from nemo_act.stage_data import Row, assistant, expert_states, sourced
+from nemo_act.stage_data import Row, expert_states, sft_row, sourced
 from nemo_act.stage_kinds import StageKind, register
 
 
@@ -22,11 +22,9 @@ from nemo_act.stage_kinds import StageKind, register
 def il_rows(trajectories: Sequence[Trajectory], cfg: ExperimentConfig) -> list[Row]:
     """IL rows: action-generation prompt -> ``<action>expert</action>`` for every expert state."""
     return [
-        {
-            "prompt": as_messages(generation_prompt(state, traj.benchmark, cfg.prompt)),
-            "completion": assistant(wrap_action(expert_action(traj, i))),
-            SOURCE_KEY: state_id(traj, i),
-        }
+        sft_row(
+            generation_prompt(state, traj.benchmark, cfg.prompt), wrap_action(expert_action(traj, i)), state_id(traj, i)
+        )
         for traj, i, state in expert_states(trajectories, cfg)
     ]
 
@@ -47,22 +45,12 @@ def rl_rows(trajectories: Sequence[Trajectory], cfg: ExperimentConfig) -> list[R
 
 
 register(
-    StageKind(
-        name="il", algorithm="sft", data="experts", rows=f"{__name__}:il_rows", prompt="generation", train="il",
-        label="IL", summary="imitation learning: SFT on expert actions",
-    )
-)  # fmt: skip
-register(
-    StageKind(
-        name="il_matched", algorithm="sft", data="experts", rows=f"{__name__}:il_rows", prompt="generation",
-        train="il", budget_of="act", label="IL",
-        summary="control: IL with ACT's step budget (train.act's epochs, max_steps): IL -> IL's first stage",
-    )
-)  # fmt: skip
-register(
-    StageKind(
-        name="rl", algorithm="grpo", data="experts", rows=f"{__name__}:rl_rows", prompt="generation",
-        reward="action", train="rl", label="RL",
-        summary="RL: GRPO on direct action generation, rewarded for the expert's action",
-    )
+    StageKind(name="il", algorithm="sft", data="experts", rows=f"{__name__}:il_rows", prompt="generation", train="il",
+              label="IL", summary="imitation learning: SFT on expert actions"),
+    StageKind(name="il_matched", algorithm="sft", data="experts", rows=f"{__name__}:il_rows", prompt="generation",
+              train="il", budget_of="act", label="IL",
+              summary="control: IL with ACT's step budget (train.act's epochs, max_steps): IL -> IL's first stage"),
+    StageKind(name="rl", algorithm="grpo", data="experts", rows=f"{__name__}:rl_rows", prompt="generation",
+              reward="action", train="rl", label="RL",
+              summary="RL: GRPO on direct action generation, rewarded for the expert's action"),
 )  # fmt: skip

@@ -16,12 +16,11 @@ from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.records import State, Trajectory
 from nemo_act.generation.simple import wrap_action
 from nemo_act.kinds.imitation import il_rows
-from nemo_act.prompts.length import SOURCE_KEY
-from nemo_act.prompts.render import as_messages, generation_prompt, world_model_prompt
+from nemo_act.prompts.render import generation_prompt, world_model_prompt
 from nemo_act.prompts.state import build_state, expert_action, state_id, trajectory_state
 from nemo_act.reflection.agent_r import RevisionRecord, revision_history
 from nemo_act.reflection.early_experience import ReflectionRecord, reflection_body
-from nemo_act.stage_data import Row, assistant, expert_states, sourced
+from nemo_act.stage_data import Row, expert_states, sft_row, sourced
 from nemo_act.stage_kinds import StageKind, register
 
 
@@ -47,17 +46,16 @@ def ee_rows(
     records: Sequence[ReflectionRecord], trajectories: Sequence[Trajectory], cfg: ExperimentConfig
 ) -> list[Row]:
     """Early Experience rows: each kept reflection, then the expert action, after the action-generation prompt."""
-    rows = []
-    for r, traj, state in _record_states(records, trajectories, cfg):
-        if not r.kept or r.reflection is None:
-            continue
-        rows.append(
-            {
-                "prompt": as_messages(generation_prompt(state, traj.benchmark, cfg.prompt)),
-                "completion": assistant(f"{reflection_body(r.reflection)}\n{wrap_action(r.expert_action)}"),
-                SOURCE_KEY: state_id(traj, r.index),
-            }
+    states = _record_states(records, trajectories, cfg)
+    kept = [(r, traj, state) for r, traj, state in states if r.kept and r.reflection is not None]
+    rows = [
+        sft_row(
+            generation_prompt(state, traj.benchmark, cfg.prompt),
+            f"{reflection_body(r.reflection)}\n{wrap_action(r.expert_action)}",
+            state_id(traj, r.index),
         )
+        for r, traj, state in kept
+    ]
     return _mixed(rows, trajectories, cfg, "ee-mix")
 
 
@@ -71,13 +69,7 @@ def world_model_rows(
         for c in r.candidates:
             if c.observation is not None:
                 prompt = world_model_prompt(state, c.action, traj.benchmark, cfg.prompt)
-                rows.append(
-                    {
-                        "prompt": as_messages(prompt),
-                        "completion": assistant(c.observation.strip()),
-                        SOURCE_KEY: state_id(traj, r.index),
-                    }
-                )
+                rows.append(sft_row(prompt, c.observation.strip(), state_id(traj, r.index)))
     return _mixed(rows, trajectories, cfg, "wm-mix")
 
 
@@ -104,12 +96,9 @@ def agent_r_rows(
             must_include=[expert_action(traj, r.deviation)], key=f"{r.trajectory_id}#revision", context=traj.context,
         )  # fmt: skip
         action = expert_action(traj, r.deviation)
+        completion = f"{r.revision}\n{wrap_action(action)}"
         rows.append(
-            {
-                "prompt": as_messages(generation_prompt(state, traj.benchmark, cfg.prompt)),
-                "completion": assistant(f"{r.revision}\n{wrap_action(action)}"),
-                SOURCE_KEY: state_id(traj, r.deviation),
-            }
+            sft_row(generation_prompt(state, traj.benchmark, cfg.prompt), completion, state_id(traj, r.deviation))
         )
     return rows + il_rows.__wrapped__(trajectories, cfg)
 
@@ -127,41 +116,22 @@ def sand_rows(records: Sequence[Any], trajectories: Sequence[Trajectory], cfg: E
     for traj, i, state in expert_states(trajectories, cfg):
         think = thought.get(state_id(traj, i))
         action = wrap_action(expert_action(traj, i))
-        rows.append(
-            {
-                "prompt": as_messages(generation_prompt(state, traj.benchmark, cfg.prompt)),
-                "completion": assistant(f"{think}\n{action}" if think else action),
-                SOURCE_KEY: state_id(traj, i),
-            }
-        )
+        completion = f"{think}\n{action}" if think else action
+        rows.append(sft_row(generation_prompt(state, traj.benchmark, cfg.prompt), completion, state_id(traj, i)))
     return rows
 
 
 register(
-    StageKind(
-        name="ee", algorithm="sft", data="early_experience", rows=f"{__name__}:ee_rows", prompt="generation",
-        train="il", label="Early Experience",
-        summary="baseline: Early Experience, SFT on a self-reflection + the expert action (IL's budget)",
-    )
-)  # fmt: skip
-register(
-    StageKind(
-        name="ee_wm", algorithm="sft", data="early_experience", rows=f"{__name__}:world_model_rows",
-        prompt="generation", train="il", label="Early Experience (world model)",
-        summary="baseline: Early Experience, implicit world modelling (predict next observations)",
-    )
-)  # fmt: skip
-register(
-    StageKind(
-        name="agent_r", algorithm="sft", data="agent_r", rows=f"{__name__}:agent_r_rows", prompt="generation",
-        train="il", label="Agent-R",
-        summary="baseline: Agent-R, revision at the policy's first deviation + expert rows (IL's budget)",
-    )
-)  # fmt: skip
-register(
-    StageKind(
-        name="sand", algorithm="sft", data="sand", rows=f"{__name__}:sand_rows", prompt="generation", train="il",
-        rounds="sand.iterations", label="SAND",
-        summary="baseline: SAND, execution-grounded deliberation + the expert action (IL's budget)",
-    )
+    StageKind(name="ee", algorithm="sft", data="early_experience", rows=f"{__name__}:ee_rows", prompt="generation",
+              train="il", label="Early Experience",
+              summary="baseline: Early Experience, SFT on a self-reflection + the expert action (IL's budget)"),
+    StageKind(name="ee_wm", algorithm="sft", data="early_experience", rows=f"{__name__}:world_model_rows",
+              prompt="generation", train="il", label="Early Experience (world model)",
+              summary="baseline: Early Experience, implicit world modelling (predict next observations)"),
+    StageKind(name="agent_r", algorithm="sft", data="agent_r", rows=f"{__name__}:agent_r_rows", prompt="generation",
+              train="il", label="Agent-R",
+              summary="baseline: Agent-R, revision at the policy's first deviation + expert rows (IL's budget)"),
+    StageKind(name="sand", algorithm="sft", data="sand", rows=f"{__name__}:sand_rows", prompt="generation", train="il",
+              rounds="sand.iterations", label="SAND",
+              summary="baseline: SAND, execution-grounded deliberation + the expert action (IL's budget)"),
 )  # fmt: skip

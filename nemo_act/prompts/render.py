@@ -89,6 +89,19 @@ def _preamble(benchmark: str, cfg: PromptConfig) -> str:
     return template("preamble", benchmark) if cfg.preamble else ""
 
 
+def _render(name: str, state: State, benchmark: str, cfg: PromptConfig, **fields: Any) -> str:
+    """The preamble, then template ``name`` filled with the state's fields and ``fields``."""
+    return _preamble(benchmark, cfg) + template(name, benchmark).format(
+        **_state_fields(state, benchmark, cfg), **fields
+    )
+
+
+def _outcome_items(outcomes: Sequence[tuple[str, str]], benchmark: str, cfg: PromptConfig) -> str:
+    """(action, the observation after it) pairs as ``ee_outcome_item`` lines, each observation cut."""
+    item = template("ee_outcome_item", benchmark)
+    return "\n".join(item.format(action=a, observation=cut(o, cfg.max_observation_chars)) for a, o in outcomes)
+
+
 def selection_prompt(state: State, candidates: Sequence[str], benchmark: str, cfg: PromptConfig) -> str:
     """Render the ACT selection prompt.
 
@@ -110,17 +123,12 @@ def selection_prompt(state: State, candidates: Sequence[str], benchmark: str, cf
     instruction = template(
         f"act_instruction{multi}" if cfg.act_reasoning else f"act_instruction{multi}_no_reasoning", benchmark
     )
-    fields = _state_fields(state, benchmark, cfg)
     if multi:
         lines = "\n".join(f"Action {i}: {c}" for i, c in enumerate(candidates, start=1))
-        body = template("act_selection_multi", benchmark).format(
-            **fields, candidate_lines=lines, instruction=instruction
-        )
-    else:
-        body = template("act_selection", benchmark).format(
-            **fields, action_1=candidates[0], action_2=candidates[1], instruction=instruction
-        )
-    return _preamble(benchmark, cfg) + body
+        return _render("act_selection_multi", state, benchmark, cfg, candidate_lines=lines, instruction=instruction)
+    return _render(
+        "act_selection", state, benchmark, cfg, action_1=candidates[0], action_2=candidates[1], instruction=instruction
+    )
 
 
 def generation_prompt(state: State, benchmark: str, cfg: PromptConfig) -> str:
@@ -135,10 +143,7 @@ def generation_prompt(state: State, benchmark: str, cfg: PromptConfig) -> str:
         The user message text.
     """
     instruction = template("action_instruction_cot" if cfg.cot else "action_instruction_no_cot", benchmark)
-    body = template("action_generation", benchmark).format(
-        **_state_fields(state, benchmark, cfg), instruction=instruction
-    )
-    return _preamble(benchmark, cfg) + body
+    return _render("action_generation", state, benchmark, cfg, instruction=instruction)
 
 
 def reflection_prompt(
@@ -157,14 +162,9 @@ def reflection_prompt(
     Returns:
         The user message text.
     """
-    items = "\n".join(
-        template("ee_outcome_item", benchmark).format(action=a, observation=cut(o, cfg.max_observation_chars))
-        for a, o in outcomes
+    return _render(
+        "ee_reflection", state, benchmark, cfg, outcomes=_outcome_items(outcomes, benchmark, cfg), action=action
     )
-    body = template("ee_reflection", benchmark).format(
-        **_state_fields(state, benchmark, cfg), outcomes=items, action=action
-    )
-    return _preamble(benchmark, cfg) + body
 
 
 def critique_prompt(
@@ -180,14 +180,8 @@ def critique_prompt(
         benchmark: Benchmark name (chooses the preamble).
         cfg: Prompt settings (observation cut).
     """
-    items = "\n".join(
-        template("ee_outcome_item", benchmark).format(action=a, observation=cut(o, cfg.max_observation_chars))
-        for a, o in steps
-    )
-    body = template("sand_critique", benchmark).format(
-        **_state_fields(state, benchmark, cfg), action=action, steps=items, score=score
-    )
-    return _preamble(benchmark, cfg) + body
+    items = _outcome_items(steps, benchmark, cfg)
+    return _render("sand_critique", state, benchmark, cfg, action=action, steps=items, score=score)
 
 
 def deliberation_prompt(
@@ -203,10 +197,7 @@ def deliberation_prompt(
         cfg: Prompt settings.
     """
     items = "\n".join(template("sand_critique_item", benchmark).format(action=a, critique=c) for a, c in critiques)
-    body = template("sand_deliberation", benchmark).format(
-        **_state_fields(state, benchmark, cfg), critiques=items, action=action
-    )
-    return _preamble(benchmark, cfg) + body
+    return _render("sand_deliberation", state, benchmark, cfg, critiques=items, action=action)
 
 
 def rationale_prompt(state: State, candidates: Sequence[str], target: str, benchmark: str, cfg: PromptConfig) -> str:
@@ -219,16 +210,14 @@ def rationale_prompt(state: State, candidates: Sequence[str], target: str, bench
         benchmark: Benchmark name (chooses the preamble).
         cfg: Prompt settings.
     """
-    body = template("intervention_rationale", benchmark).format(
-        **_state_fields(state, benchmark, cfg), action_1=candidates[0], action_2=candidates[1], target=target
+    return _render(
+        "intervention_rationale", state, benchmark, cfg, action_1=candidates[0], action_2=candidates[1], target=target
     )
-    return _preamble(benchmark, cfg) + body
 
 
 def world_model_prompt(state: State, action: str, benchmark: str, cfg: PromptConfig) -> str:
     """Render the implicit world-modelling prompt (``wm_prediction.txt``, ours): predict an action's outcome."""
-    body = template("wm_prediction", benchmark).format(**_state_fields(state, benchmark, cfg), action=action)
-    return _preamble(benchmark, cfg) + body
+    return _render("wm_prediction", state, benchmark, cfg, action=action)
 
 
 def as_messages(user_text: str) -> list[Message]:

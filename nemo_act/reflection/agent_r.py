@@ -150,8 +150,7 @@ def build_agent_r(
     out = folder / "revisions.jsonl"
     params = build.params(cfg, "agent_r", experts, policy=generator.name)
     step = ResumableStep.in_folder(folder, out, "agent_r", params, ("rollouts", "revisions.jsonl"))
-    reused = step.reused()
-    if reused is not None:
+    if (reused := step.reused()) is not None:  # a finished build with the same parameters
         return reused
     trajectories = build.begin(step, experts, "Agent-R")
     episodes = [(t.task_id, int(t.variation or 0)) for t in trajectories]

@@ -212,12 +212,7 @@ def _ordered(traj: Trajectory, index: int, expert: Candidate, alts: list[Candida
 
 
 def build_early_experience(
-    cfg: ExperimentConfig,
-    experts: str | Path,
-    generator: Any,
-    folder: str | Path,
-    workers: int,
-    progress: bool = True,
+    cfg: ExperimentConfig, experts: str | Path, generator: Any, folder: str | Path, workers: int, progress: bool = True
 ) -> Summary:
     """Build the Early Experience audit file ``<folder>/reflections.jsonl`` (rows come from it).
 
@@ -238,8 +233,7 @@ def build_early_experience(
     params = build.params(cfg, "early_experience", experts, policy=generator.name)
     params["max_admissible_shown"] = cfg.benchmark.max_admissible_shown  # also in "benchmark"; kept so builds reuse
     step = ResumableStep.in_folder(folder, out, "early_experience", params, BUILD_FILES)
-    reused = step.reused()
-    if reused is not None:
+    if (reused := step.reused()) is not None:  # a finished build with the same parameters
         return reused
     states = list(iter_states(build.begin(step, experts, "Early Experience")))
     alternatives = _alternatives(cfg, states, generator, folder, progress)

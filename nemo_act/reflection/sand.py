@@ -265,8 +265,7 @@ def build_sand(
     out = folder / "deliberations.jsonl"
     params = build.params(cfg, "sand", experts, policy=generator.name, critic=critic.name)
     step = ResumableStep.in_folder(folder, out, "sand", params, BUILD_FILES)
-    reused = step.reused()
-    if reused is not None:
+    if (reused := step.reused()) is not None:  # a finished build with the same parameters
         return reused
     states = list(iter_states(build.begin(step, experts, "SAND")))
     sampled = _sample(cfg, states, generator, folder, progress)

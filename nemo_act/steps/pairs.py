@@ -112,21 +112,21 @@ def build_outcome(
     expert = expert_action(traj, index)
     expert_forms = {normalize_action(expert), normalize_action(step.action)}
     sid = state_id(traj, index)
-    unparsable = duplicate = repeat = long = template = 0
+    drops = dict.fromkeys(("unparsable", "template", "long", "duplicate", "repeat"), 0)  # StateOutcome's counts
     alternatives: list[str] = []
     listed = Admissible(step.admissible_actions)
     for text in samples:
         parsed = parse_action(text)
         if not parsed.well_formed or parsed.action is None:
-            unparsable += 1
+            drops["unparsable"] += 1
         elif listed.is_template(parsed.action):
-            template += 1
+            drops["template"] += 1
         elif len(parsed.action) > cfg.prompt.max_candidate_chars:
-            long += 1
+            drops["long"] += 1
         elif normalize_action(parsed.action) in expert_forms:
-            duplicate += 1
+            drops["duplicate"] += 1
         elif any(normalize_action(parsed.action) == normalize_action(a) for a in alternatives):
-            repeat += 1
+            drops["repeat"] += 1
         else:
             alternatives.append(parsed.action)
     pairs = []
@@ -160,17 +160,8 @@ def build_outcome(
                 policy=policy,
             )
         )
-    return StateOutcome(
-        state_id=sid,
-        samples=samples,
-        unparsable=unparsable,
-        duplicate=duplicate,
-        repeat=repeat,
-        pairs=pairs,
-        leftover=len(alternatives) - n_alt * len(groups),
-        long=long,
-        template=template,
-    )
+    leftover = len(alternatives) - n_alt * len(groups)
+    return StateOutcome(state_id=sid, samples=samples, pairs=pairs, leftover=leftover, **drops)
 
 
 def _too_long(sid: str) -> StateOutcome:

@@ -41,6 +41,10 @@ from nemo_act.data.io import write_text_atomic
 TOTALS = "run_totals.json"  # in each TRL checkpoint folder
 
 
+_SAMPLER_ARGUMENTS = ("data_source", "mini_repeat_count", "batch_size", "repeat_count", "shuffle", "seed")
+"""TRL's ``RepeatSampler.__init__`` arguments, each kept as an attribute of the same name."""
+
+
 class EpochRepeatSampler(RepeatSampler):
     """TRL's RepeatSampler whose epoch e order is the seeded generator's e-th, however the run got to epoch e."""
 
@@ -84,15 +88,8 @@ class ExactResume:
 
     def _get_train_sampler(self, *args: Any, **kwargs: Any) -> Any:
         sampler = super()._get_train_sampler(*args, **kwargs)
-        if type(sampler) is RepeatSampler:
-            return EpochRepeatSampler(
-                data_source=sampler.data_source,
-                mini_repeat_count=sampler.mini_repeat_count,
-                batch_size=sampler.batch_size,
-                repeat_count=sampler.repeat_count,
-                shuffle=sampler.shuffle,
-                seed=sampler.seed,
-            )
+        if type(sampler) is RepeatSampler:  # the same sampler, rebuilt from its own constructor arguments
+            return EpochRepeatSampler(**{name: getattr(sampler, name) for name in _SAMPLER_ARGUMENTS})
         return sampler
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
