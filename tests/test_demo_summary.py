@@ -36,8 +36,21 @@ def test_the_summary_is_markdown_tables_of_the_results_and_the_selection():
     assert lines[0] == SUMMARY_NOTE
     assert "| pipeline | ScienceWorld test score | ScienceWorld test completion % | held-out selection acc % |" in lines
     assert "| act_il_rl | 28.50 ± 0.00 | 0.00 ± 0.00 | 40.0 ± 1.0 |" in lines
-    assert "| initial policy (warm-up) | 22.0% ± 1.0 (44/200) | 7.5% ± 1.0 (15/200) | 70.0% ± 1.0 (140/200) | " \
-           "0.5% ± 1.0 (1/200) | 60.0% ± 1.0 (120/200) |" in lines  # fmt: skip
+    assert "Held-out ACT selection (200 pairs from held-out variations; % ± standard error (count)):" in lines
+    assert "| initial policy (warm-up) | 22.0 ± 1.0 (44) | 7.5 ± 1.0 (15) | 70.0 ± 1.0 (140) | 0.5 ± 1.0 (1) | " \
+           "60.0 ± 1.0 (120) |" in lines  # fmt: skip
+    assert max(map(len, lines)) <= 120  # README's width
+
+
+def test_checkpoints_on_different_pair_counts_keep_each_cells_count_and_n():
+    parts = ("accuracy", "picked_alternative", "named_neither", "malformed")
+    init = {"free": {k: _sel(c, 199) for k, c in zip(parts, (44, 15, 139, 1), strict=True)},
+            "forced": {"accuracy": _sel(120, 199)}}  # fmt: skip
+    runs = [dict(RUNS[0], selection=dict(RUNS[0]["selection"], init=init))]
+    lines = summary_markdown(runs).splitlines()
+    assert "Held-out ACT selection (pairs from held-out variations; % ± standard error (count)):" in lines
+    assert any(line.startswith("| initial policy (warm-up) | 22.1 ± 1.0 (44/199) |") for line in lines)
+    assert any(line.startswith("| act_il_rl: 01_act | 40.0 ± 1.0 (80/200) |") for line in lines)
 
 
 def test_the_readme_check_compares_the_block_of_the_cpus_vendor_and_names_a_difference(tmp_path):

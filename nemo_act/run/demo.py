@@ -69,19 +69,34 @@ def summary_markdown(runs: list[dict[str, Any]]) -> str:
     columns = list(dict.fromkeys(k for r in results for k in r))
     result_rows = [[r.get(c, "-") for c in columns] for r in results]
     heads = ["checkpoint", "free: expert", "free: alternative", "free: neither", "malformed", "forced choice"]
+    sizes = {p["n"] for p in _selection_parts(runs)}
+    one = len(sizes) == 1  # every checkpoint on the same pairs: their number said once, so a row fits 120 columns
+    pairs = f"{min(sizes)} pairs" if one else "pairs"
     return (
         f"{SUMMARY_NOTE}\n\n{markdown_table(columns, result_rows)}\n\n"
-        f"Held-out ACT selection (pairs from held-out variations; ± standard error):\n\n"
-        f"{markdown_table(heads, selection_rows(runs))}\n"
+        f"Held-out ACT selection ({pairs} from held-out variations; % ± standard error (count)):\n\n"
+        f"{markdown_table(heads, selection_rows(runs, with_n=not one))}\n"
     )
 
 
-def _pct(p: dict[str, Any]) -> str:
-    return f"{100 * p['value']:.1f}% ± {100 * p['stderr']:.1f} ({p['count']}/{p['n']})"
+def _selection_parts(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every proportion of the selection tables (for their pair counts)."""
+    sels = [sel for run in runs for sel in (run.get("selection") or {}).values()]
+    return [p for sel in sels for p in [*sel["free"].values(), sel["forced"]["accuracy"]]]
 
 
-def selection_rows(runs: list[dict[str, Any]]) -> list[list[str]]:
-    """Held-out ACT selection results of the runs that have them: one row per checkpoint (the warm-up once)."""
+def _pct(p: dict[str, Any], with_n: bool = True) -> str:
+    count = f"{p['count']}/{p['n']}" if with_n else p["count"]
+    return f"{100 * p['value']:.1f} ± {100 * p['stderr']:.1f} ({count})"
+
+
+def selection_rows(runs: list[dict[str, Any]], with_n: bool = True) -> list[list[str]]:
+    """Held-out ACT selection results of the runs that have them: one row per checkpoint (the warm-up once).
+
+    Args:
+        runs: The runs' results.
+        with_n: Each cell's count as ``count/n`` (False: the count alone, where the table says n once).
+    """
     rows, seen = [], set()
     for run in runs:
         for name, sel in (run.get("selection") or {}).items():
@@ -91,13 +106,13 @@ def selection_rows(runs: list[dict[str, Any]]) -> list[list[str]]:
             seen.add(label)
             free = sel["free"]
             parts = ("accuracy", "picked_alternative", "named_neither", "malformed")
-            rows.append([label, *(_pct(free[k]) for k in parts), _pct(sel["forced"]["accuracy"])])
+            rows.append([label, *(_pct(free[k], with_n) for k in parts), _pct(sel["forced"]["accuracy"], with_n)])
     return rows
 
 
 def selection_table(runs: list[dict[str, Any]]) -> Table:
     """Held-out ACT selection results of the runs that have them."""
-    table = Table(title="held-out ACT selection (pairs from held-out variations; ± standard error)")
+    table = Table(title="held-out ACT selection (pairs from held-out variations; % ± standard error (count/pairs))")
     for col in ["checkpoint", "free: expert", "free: alternative", "free: neither", "malformed", "forced choice"]:
         table.add_column(col, justify="right" if col != "checkpoint" else "left")
     for row in selection_rows(runs):
