@@ -531,7 +531,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     only = (args.arm, args.seed) if args.arm is not None else None
     target = out / "arms" / args.arm / f"seed_{args.seed}" if only else out  # one writer per cell, or the whole bench
     with _lock(target, cfg):
-        run_bench(cfg, out, only=only, report_only=args.report, prepare_only=args.prepare)
+        run_bench(cfg, out, only=only, report_only=args.report, prepare_only=args.prepare, cells_from=args.cells_from)
     return 0
 
 
@@ -741,6 +741,13 @@ def _bench_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--arm", default=None, help="run one cell: this arm (with --seed), e.g. one cluster job per cell")
     p.add_argument("--seed", type=int, default=None, help="run one cell: this training seed (with --arm)")
     p.add_argument("--report", action="store_true", help="table and plot the finished cells; train nothing")
+    p.add_argument(
+        "--cells-from",
+        action="append",
+        default=[],
+        type=Path,
+        help="with --report: also the cell files (cell.<split>.json) under this folder (repeatable); docs/bench.md",
+    )
 
 
 def _cluster_check_command(sub: argparse._SubParsersAction) -> None:

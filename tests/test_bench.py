@@ -106,6 +106,49 @@ def test_analysis_compares_the_seeds_every_arm_finished_and_names_the_rest():
         bench.analyse(cells, cfg)
 
 
+START = {"warm-up": "a" * 64, "experts": "b" * 64, "held-out pairs": "c" * 64, "fold": "textworld_express dev"}
+
+
+def test_cells_from_elsewhere_join_when_made_alike_and_are_refused_by_name_otherwise(tmp_path):
+    """The check ``--cells-from`` runs on every cell file, on files written as a finished cell writes them."""
+    from dataclasses import asdict, replace
+
+    cfg = _cfg("bench.seeds=[0,1]")
+    settings = {arm: bench.settings_digest(cfg, arm) for arm in cfg.bench.arms}
+    made = {arm: {"start": START, "settings": settings[arm]} for arm in cfg.bench.arms}
+    here = [replace(_cell(a, 0, [1.0, 0.0]), fingerprint=made[a]) for a in cfg.bench.arms]
+    away = tmp_path / "elsewhere"
+    files = {
+        ("il", 1): made["il"],
+        ("act_il", 1): {"start": {**START, "warm-up": "d" * 64}, "settings": settings["act_il"]},  # another warm-up
+        ("il_il", 1): {"start": START, "settings": settings["il"]},  # the il arm's settings, not il_il's
+    }
+    for (arm, seed), fingerprint in files.items():
+        path = bench.cell_file(away / arm / f"seed_{seed}", "dev")
+        path.parent.mkdir(parents=True)
+        data = {k: v for k, v in asdict(replace(_cell(arm, seed, [0.0, 1.0]), fingerprint=fingerprint)).items()}
+        data.pop("origin")
+        path.write_text(json.dumps(data))
+    gathered = here + [bench.read_cell_file(f) for f in sorted(away.rglob("cell.dev.json"))]
+    cells, refused = bench.admit(gathered, START, settings)
+    assert sorted((c.arm, c.seed) for c in cells) == [("act_il", 0), ("il", 0), ("il", 1), ("il_il", 0)]
+    assert len(refused) == 2
+    assert refused[0].startswith("act_il seed 1 (")
+    assert "its warm-up dddddddddddd is not this bench's (aaaaaaaaaaaa)" in refused[0]
+    assert refused[1].startswith("il_il seed 1 (") and "its il_il settings" in refused[1]
+    # a cell of this folder found again elsewhere, the same result: once; another result: an error naming both
+    assert len(bench.admit([*here, here[0]], START, settings)[0]) == 3
+    other = replace(here[0], success=[0.0, 0.0], origin="x/cell.dev.json")
+    with pytest.raises(BenchError, match="il seed 0 has two different results: this folder and x/cell.dev.json"):
+        bench.admit([*here, other], START, settings)
+    # a folder never prepared takes the start most cells share
+    assert bench.admit(gathered, {}, settings)[1] == refused
+    bad = away / "il" / "seed_1" / "cell.dev.json"
+    bad.write_text(json.dumps({"arm": "il"}))
+    with pytest.raises(BenchError, match="not a cell file: fields missing"):
+        bench.read_cell_file(bad)
+
+
 def test_the_bench_never_trains_on_the_fold_it_scores_nor_on_the_test_fold():
     bench.check_folds(_cfg())
     for override, words in [
@@ -191,16 +234,24 @@ def test_the_smoke_bench_scores_the_test_fold_once_and_a_cell_rerun_repeats_its_
     again = _bench(env, out, "bench.split=test", "train.il.max_steps=3")
     assert again.returncode == 2 and "train.il.max_steps: 2 -> 3" in again.stderr
 
-    # one cell trained and scored again from nothing: the same episodes, the same table
+    # one cell trained and scored again from nothing in another folder (its own warm-up, the same settings): the
+    # same episodes; its cell file, gathered with --cells-from where the cell is gone, gives the same table
+    assert result["missing"] == [] and result["refused"] == []
     cell = out / "arms" / "act_il" / "seed_0"
     before = sorted((cell / "eval" / "test").glob("*/seed_0/episodes.jsonl"))[0].read_text()
-    shutil.rmtree(cell)
-    rerun = _bench(env, out, "bench.split=test", "--arm", "act_il", "--seed", "0")
+    other = tmp_path / "elsewhere"
+    rerun = _bench(env, other, "bench.split=test", "--arm", "act_il", "--seed", "0")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert sorted((cell / "eval" / "test").glob("*/seed_0/episodes.jsonl"))[0].read_text() == before
-    table = _bench(env, out, "bench.split=test", "--report")
+    moved = other / "arms" / "act_il" / "seed_0"
+    assert sorted((moved / "eval" / "test").glob("*/seed_0/episodes.jsonl"))[0].read_text() == before
+    assert json.loads((other / "fingerprint.json").read_text()) == json.loads((out / "fingerprint.json").read_text())
+    aside = cell.rename(tmp_path / "aside")
+    alone = _bench(env, out, "bench.split=test", "--report")
+    assert alone.returncode == 2 and "act_il seed 0" in " ".join(alone.stdout.split())  # named missing
+    table = _bench(env, out, "bench.split=test", "--report", "--cells-from", str(other / "arms"))
     assert table.returncode == 0, table.stderr[-3000:]
     assert json.loads((report / "bench.json").read_text()) == result
+    aside.rename(cell)  # back, for what follows
 
     # each row records the weights it was scored with; a cell whose weights changed since is left out, saying so
     from nemo_act.data.manifest import file_sha256

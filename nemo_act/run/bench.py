@@ -5,7 +5,9 @@ Folder (``run_dir``)::
     data/                       experts, held-out experts, their pairs: one set for every arm and seed
     tiny-model/, warmup/        the initial policy (:mod:`nemo_act.run.warmup`), every arm's start
     arms/<arm>/seed_<s>/        one ``nemo-act run`` folder per arm and training seed (resumed like any run), its
-                                scores in eval/<split>/<stage>/: dev and test of one trained cell side by side
+                                scores in eval/<split>/<stage>/: dev and test of one trained cell side by side, and
+                                cell.<split>.json: the cell's result in one small file that travels (below)
+    fingerprint.json            what every cell of this folder starts from: warm-up, experts, held-out pairs, fold
     report/<split>/bench.md     the table (also .csv), the plot (.png) and every number behind them (.json), per fold
     test_settings.yaml          the config the test fold was first scored with (the guard, below)
 
@@ -15,6 +17,14 @@ that seed on the same episodes of ``bench.split``; then held-out selection of it
 held-out pairs. Cells are independent runs: ``--arm``/``--seed`` runs one (a cluster job each), ``--report`` tables
 what is finished.
 
+Cells that travel: a finished cell writes ``cell.<split>.json`` (its per-episode scores, held-out selection, the
+weights it was scored with, and the fingerprints of what made it: the warm-up checkpoint's weights, the experts and
+held-out pairs files, the fold, the arm's settings). ``--report --cells-from DIR`` tables the cells of this folder
+together with every such file under DIR (another folder, another machine, a results folder in a repository: the
+files are small and carry no checkpoint). A cell whose fingerprints differ from this folder's (another warm-up, other
+experts, another fold, other settings for its arm) is refused by name; two different results for one cell are an
+error; the configured cells found nowhere are named.
+
 The fold guard: settings are chosen on ``dev``; ``bench.split=test`` scores the test fold once per settings. The
 first test scoring writes ``test_settings.yaml``; a later call whose config differs from it (any key but ``run_dir``)
 is refused, naming the keys, so a test fold is never scored again after a change of settings in the same folder.
@@ -23,10 +33,12 @@ is refused, naming the keys, so a test fold is never scored again after a change
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import time
-from dataclasses import asdict, dataclass
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +49,7 @@ from rich.table import Table
 from nemo_act.config.load import to_yaml
 from nemo_act.config.schema import ExperimentConfig
 from nemo_act.data.io import RUN_REMEDY, read_json, read_jsonl, write_text_atomic
+from nemo_act.data.manifest import file_sha256
 from nemo_act.evaluation.rollout import EpisodeRecord
 from nemo_act.run.cache import weights_digest
 from nemo_act.run.demo import _pipeline_cfg, markdown_table
@@ -44,6 +57,7 @@ from nemo_act.run.pipeline import PipelineRunner
 from nemo_act.run.warmup import warm_up
 
 TEST_SETTINGS = "test_settings.yaml"
+FINGERPRINT = "fingerprint.json"
 
 
 class BenchError(ValueError):
@@ -136,6 +150,43 @@ class Cell:
     selection: dict[str, float] | None
     weights: dict[str, str]  # sha256 of the weight files it was scored with (run.cache.weights_digest)
     checkpoint: str
+    fingerprint: dict[str, str] = field(default_factory=dict)  # what made it (Bench.fingerprint, settings_digest)
+    origin: str = ""  # the cell file it was read from ("": this bench folder's run)
+
+
+def cell_file(folder: Path, split: str) -> Path:
+    """The small file holding a cell's result on ``split`` (written when it finished; read by ``--cells-from``)."""
+    return folder / f"cell.{split}.json"
+
+
+def settings_digest(cfg: ExperimentConfig, arm: str) -> str:
+    """A digest of what one arm's cells are trained and scored with: its cell config, less the seed and paths."""
+    tree = cell_config(cfg, arm, 0, "").model_dump(mode="json")
+    for key in ("run_dir", "seed"):
+        tree.pop(key)
+    tree["pipeline"].pop("init")
+    tree["eval"].pop("seeds")
+    tree["bench"] = {k: v for k, v in tree["bench"].items() if k not in ("arms", "seeds", "baseline", "bootstrap")}
+    return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()
+
+
+def read_cell_file(path: Path) -> Cell:
+    """A cell file (``cell.<split>.json``) as a :class:`Cell`, its origin the file.
+
+    Raises:
+        BenchError: The file is not a cell file (the message names it and the fields wrong or missing).
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise BenchError(f"{path}: not a readable cell file ({err})") from None
+    names = {f.name for f in fields(Cell)} - {"origin"}
+    if not isinstance(data, dict) or set(data) != names:
+        got = set(data) if isinstance(data, dict) else set()
+        raise BenchError(
+            f"{path}: not a cell file: fields missing {sorted(names - got)}, unknown {sorted(got - names)}"
+        )
+    return Cell(**data, origin=str(path))
 
 
 def eval_name(split: str, checkpoint: str) -> str:
@@ -170,6 +221,53 @@ def read_cell(folder: Path, arm: str, seed: int, split: str) -> Cell | None:
         weights=summary.get("weights", {}),
         checkpoint=final,
     )
+
+
+def _short(digest: str) -> str:
+    return digest[:12] if len(digest) == 64 else digest
+
+
+def admit(cells: list[Cell], reference: dict[str, str], settings: dict[str, str]) -> tuple[list[Cell], list[str]]:
+    """The cells made as this bench's are, one per (arm, seed); a line for each one refused.
+
+    Args:
+        cells: This folder's cells first, then those of ``--cells-from``.
+        reference: This bench's fingerprint (:meth:`Bench.fingerprint`); {}: the one most cells share.
+        settings: Each configured arm's :func:`settings_digest`.
+
+    Returns:
+        The admitted cells, and one line per refused cell (which, from where, what differs).
+
+    Raises:
+        BenchError: One (arm, seed) with two different results.
+    """
+    if not reference:
+        common = Counter(json.dumps(c.fingerprint.get("start", {}), sort_keys=True) for c in cells).most_common(1)
+        reference = json.loads(common[0][0]) if common else {}
+    kept: dict[tuple[str, int], Cell] = {}
+    refused = []
+    for c in cells:
+        where = c.origin or "this folder"
+        start = c.fingerprint.get("start", {})
+        differ = [f"its {k} {_short(str(start.get(k)))} is not this bench's ({_short(v)})"
+                  for k, v in reference.items() if start.get(k) != v]  # fmt: skip
+        if c.arm not in settings:
+            differ.append(f"arm {c.arm} is not one of bench.arms")
+        elif c.fingerprint.get("settings") != settings[c.arm]:
+            got = _short(str(c.fingerprint.get("settings")))
+            differ.append(f"its {c.arm} settings {got} are not this bench's ({_short(settings[c.arm])})")
+        if differ:
+            refused.append(f"{c.arm} seed {c.seed} ({where}): " + "; ".join(differ))
+            continue
+        twin = kept.get((c.arm, c.seed))
+        if twin is None:
+            kept[(c.arm, c.seed)] = c
+        elif (twin.episodes, twin.success, twin.score) != (c.episodes, c.success, c.score):
+            raise BenchError(
+                f"{c.arm} seed {c.seed} has two different results: {twin.origin or 'this folder'} and {where}; "
+                "keep one of them"
+            )
+    return list(kept.values()), refused
 
 
 def _matrix(cells: list[Cell], field: str) -> Any:
@@ -350,12 +448,32 @@ class Bench:
         return self.out / "arms" / arm / f"seed_{seed}"
 
     def prepare(self) -> tuple[str, Path]:
-        """The shared start: experts, the warm-up checkpoint, held-out pairs sampled from it (each reused)."""
+        """The shared start: experts, the warm-up checkpoint, held-out pairs sampled from it (each reused).
+
+        Writes ``fingerprint.json``: what every cell of this folder starts from (:meth:`fingerprint`).
+        """
         warm = warm_up(self.cfg, self.out, self.data, self.console)
         runner = PipelineRunner(cell_config(self.cfg, self.cfg.bench.baseline, 0, warm.init), self.out / "warmup",
                                 data_dir=self.data, console=self.console)  # fmt: skip
         heldout_pairs = runner.pairs(warm.heldout, "heldout_pairs.jsonl")
+        start = self.fingerprint(warm.init, warm.experts, heldout_pairs)
+        write_text_atomic(self.out / FINGERPRINT, json.dumps(start, indent=2, sort_keys=True) + "\n")
         return warm.init, heldout_pairs
+
+    def fingerprint(self, init: str, experts: Path, heldout_pairs: Path) -> dict[str, str]:
+        """What a cell starts from and is scored on: the warm-up's weights, the experts, held-out pairs, the fold."""
+        weights = json.dumps(weights_digest(init), sort_keys=True)
+        return {
+            "warm-up": hashlib.sha256(weights.encode()).hexdigest(),
+            "experts": file_sha256(experts),
+            "held-out pairs": file_sha256(heldout_pairs),
+            "fold": f"{self.cfg.benchmark.name} {self.cfg.bench.split}",
+        }
+
+    def reference(self) -> dict[str, str]:
+        """The bench folder's fingerprint ({} where it was never prepared: a folder that only gathers cell files)."""
+        path = self.out / FINGERPRINT
+        return read_json(path) if path.exists() else {}
 
     def run_cell(self, arm: str, seed: int, init: str, heldout_pairs: Path) -> None:
         """Train one cell (reused when finished), score it on ``bench.split``, measure its held-out selection.
@@ -366,8 +484,14 @@ class Bench:
         runner = PipelineRunner(cell_config(self.cfg, arm, seed, init), self.cell_dir(arm, seed),
                                 data_dir=self.data, console=self.console)  # fmt: skip
         final = runner.run()["final_checkpoint"]
-        runner.evaluate(eval_name(self.cfg.bench.split, final), final)
+        split = self.cfg.bench.split
+        runner.evaluate(eval_name(split, final), final)
         runner.selection("final", final, heldout_pairs)
+        cell = read_cell(self.cell_dir(arm, seed), arm, seed, split)
+        assert cell is not None, "a cell just scored has its files"
+        made = {"start": self.reference(), "settings": settings_digest(self.cfg, arm)}
+        data = {k: v for k, v in asdict(replace(cell, fingerprint=made)).items() if k != "origin"}
+        write_text_atomic(cell_file(self.cell_dir(arm, seed), split), json.dumps(data, indent=1) + "\n")
 
     def cells(self) -> list[Cell]:
         """The finished cells of the configured arms and seeds, on ``bench.split``.
@@ -390,10 +514,45 @@ class Bench:
             cells.append(c)
         return cells
 
-    def report(self) -> dict[str, Any]:
-        """Analyse the finished cells, print the table and write the report files."""
-        result = analyse(self.cells(), self.cfg)
-        paths = write_report(result, self.out / "report" / self.cfg.bench.split)
+    def gathered(self, cells_from: list[Path]) -> list[Cell]:
+        """The bench folder's finished cells, then every cell file of ``split`` under the ``cells_from`` folders.
+
+        The folder's own cells carry its fingerprint where their cell file is missing (a cell scored before
+        cell files existed).
+
+        Raises:
+            BenchError: A ``cells_from`` folder that does not exist, or a file there that is no cell file.
+        """
+        split = self.cfg.bench.split
+        made_here = {"start": self.reference()}
+        here = []
+        for c in self.cells():
+            path = cell_file(self.cell_dir(c.arm, c.seed), split)
+            recorded = read_cell_file(path).fingerprint if path.exists() else {}
+            fingerprint = recorded or {**made_here, "settings": settings_digest(self.cfg, c.arm)}
+            here.append(replace(c, fingerprint=fingerprint))
+        away = []
+        for folder in cells_from:
+            if not folder.is_dir():
+                raise BenchError(f"--cells-from {folder}: no such folder")
+            away += [read_cell_file(f) for f in sorted(folder.rglob(cell_file(Path(), split).name))]
+        return here + away
+
+    def report(self, cells_from: list[Path] | None = None) -> dict[str, Any]:
+        """Analyse the finished cells (and those of ``cells_from``), print the table and write the report files."""
+        b = self.cfg.bench
+        settings = {arm: settings_digest(self.cfg, arm) for arm in b.arms}
+        cells, refused = admit(self.gathered(cells_from or []), self.reference(), settings)
+        for line in refused:
+            self.console.print(f"[yellow]refused[/] {line}")
+        have = {(c.arm, c.seed) for c in cells}
+        missing = [f"{a} seed {s}" for a in b.arms for s in b.seeds if (a, s) not in have]
+        if missing:
+            self.console.print(f"[yellow]missing[/] (found in no folder): {', '.join(missing)}")
+        result = analyse(cells, self.cfg)
+        result["missing"] = missing
+        result["refused"] = refused
+        paths = write_report(result, self.out / "report" / b.split)
         print_table(result, self.console)
         if result["left_out"]:
             self.console.print(f"[yellow]left out[/] (their seed is not finished by every arm): {result['left_out']}")
@@ -407,6 +566,7 @@ def run_bench(
     only: tuple[str, int] | None = None,
     report_only: bool = False,
     prepare_only: bool = False,
+    cells_from: list[Path] | None = None,
 ) -> dict[str, Any] | None:
     """Run ``nemo-act bench``: the shared start, every cell (or ``only`` one), the report.
 
@@ -416,6 +576,7 @@ def run_bench(
         only: ``(arm, seed)``: run that cell alone (no report), e.g. one cluster job per cell.
         report_only: Table the finished cells; train nothing.
         prepare_only: The shared start alone (before the cells run as separate jobs).
+        cells_from: With ``report_only``: folders whose cell files join this folder's cells.
 
     Returns:
         The analysis (None after a single cell).
@@ -426,7 +587,9 @@ def run_bench(
     console = Console(width=170)
     bench = Bench(cfg, out, console)
     if report_only:
-        return bench.report()
+        return bench.report(cells_from)
+    if cells_from:
+        raise BenchError("--cells-from goes with --report: it tables cells made elsewhere, it trains none")
 
     check_folds(cfg)
     guard_test_fold(cfg, out)
