@@ -89,6 +89,13 @@ def test_baseline_recipe_is_its_act_recipe_with_the_baseline_pipeline(path: Path
         recipe.master_config(kind, cfg, {}, init=cfg.model.name_or_path, out="/runs/x", n_rows=1000)
 
 
+def test_the_local_engines_finetune_levers_are_refused_on_the_cluster_engine():
+    path = conf_root() / "recipes" / "alfworld" / "act-qwen3-8b-4n4g-megatron.yaml"
+    cfg = load_config(path, ["+model.finetune.gradient_checkpointing=true", "+model.finetune.top_layers=null"])
+    with pytest.raises(ValueError, match="model.finetune is the local engine's .* set model.finetune=null"):
+        recipe.master_config("il", cfg, {}, init="x", out="/o", n_rows=640)
+
+
 def test_act_stage_maps_our_settings_onto_nemo_rl_keys():
     cfg = load_config(conf_root() / "recipes" / "alfworld" / "act-qwen3-8b-4n4g-megatron.yaml")
     sc = cfg.train.act

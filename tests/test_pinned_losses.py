@@ -88,6 +88,51 @@ def test_il_first_losses_are_pinned(tmp_path):
     assert losses == pytest.approx(PINNED_IL, rel=1e-3)
 
 
+def test_the_finetune_levers_keep_ils_losses_and_train_only_what_they_name(tmp_path):
+    """model.finetune on the local engine: gradient checkpointing recomputes the same forward (IL's pinned losses);
+    top_layers=1 trains the top decoder layer and the final norm only (the embeddings, tied to the output head, and
+    the lower layer keep their bytes), from the same first loss."""
+    from safetensors.torch import load_file
+
+    from nemo_act.run.cache import stage_fingerprint
+
+    base = [
+        "train.il.max_steps=3", "train.il.batch_size=3", "train.il.grad_accum=1", "train.il.logging_steps=1",
+        "train.il.max_length=2048", "train.il.warmup_ratio=0", "train.il.learning_rate=1e-3",
+    ]  # fmt: skip
+    cfg = load_config(overrides=base)
+    model = build_tiny_model(tmp_path / "tiny", cfg.model.tiny)
+    rows = il_rows(_trajectories(), cfg)
+
+    def losses(out):
+        history = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        return [h["loss"] for h in history if "loss" in h]
+
+    ckpt = load_config(
+        overrides=[*base, "+model.finetune.gradient_checkpointing=true", "+model.finetune.top_layers=null"]
+    )
+    out = train_stage("il", str(model), rows, ckpt, tmp_path / "ckpt")
+    assert losses(out) == pytest.approx(PINNED_IL, rel=1e-3)
+    top = load_config(overrides=[*base, "+model.finetune.gradient_checkpointing=false", "+model.finetune.top_layers=1"])
+    out = train_stage("il", str(model), rows, top, tmp_path / "top")
+    measured = losses(out)
+    assert measured[0] == pytest.approx(PINNED_IL[0], rel=1e-3) and measured[1:] != pytest.approx(PINNED_IL[1:])
+    before, after = load_file(model / "model.safetensors"), load_file(out / "model.safetensors")
+    same = {k for k in before if before[k].equal(after[k])}
+    assert {k for k in before if ".layers.0." in k or "embed_tokens" in k} <= same
+    assert {k for k in before if ".layers.1." in k or k == "model.norm.weight"}.isdisjoint(same)
+    # a lever changes what a stage makes: a finished stage made without it is trained again
+    data = tmp_path / "rows.jsonl"
+    data.write_text("{}\n")
+    prints = {stage_fingerprint("il", str(model), data, c) for c in (cfg, ckpt, top)}
+    assert len(prints) == 3
+    too_many = load_config(
+        overrides=[*base, "+model.finetune.gradient_checkpointing=false", "+model.finetune.top_layers=3"]
+    )
+    with pytest.raises(ValueError, match="top_layers=3: the model has 2 decoder layers"):
+        train_stage("il", str(model), rows, too_many, tmp_path / "x")
+
+
 WARM = [  # IL from scratch until the tiny model writes parsable actions (GRPO needs groups that differ)
     "train.il.max_steps=150", "train.il.batch_size=3", "train.il.grad_accum=1", "train.il.logging_steps=50",
     "train.il.max_length=2048", "train.il.warmup_ratio=0", "train.il.learning_rate=3e-3",

@@ -163,6 +163,7 @@ def stage_fingerprint(kind: str, init: str, data: Path, cfg: ExperimentConfig) -
             "benchmark": cfg.benchmark.model_dump(),
             "thinking": cfg.model.enable_thinking,
             "seed": cfg.seed,
+            **({"finetune": cfg.model.finetune.model_dump()} if cfg.model.finetune else {}),  # unset: as before it was
             **_numerics(cfg),
             **engine_for(cfg).fingerprint(cfg),
         }

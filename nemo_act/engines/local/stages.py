@@ -37,6 +37,7 @@ from nemo_act.stage_kinds import stage_kind
 
 def _common_args(sc: Any, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
     device = resolve_device(cfg.generation.device)
+    ft = cfg.model.finetune
     return {
         "output_dir": str(out / "checkpoints"),
         "num_train_epochs": sc.epochs,
@@ -57,7 +58,42 @@ def _common_args(sc: Any, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
         "use_cpu": device == "cpu",
         "bf16": device != "cpu" and cfg.model.dtype == "bfloat16",
         "fp16": device != "cpu" and cfg.model.dtype == "float16",
+        "activation_checkpointing": ft is not None and ft.gradient_checkpointing,
+        # non-reentrant: a segment whose inputs need no grad (frozen lower layers, model.finetune.top_layers) still
+        # back-propagates into its own weights
+        "activation_checkpointing_kwargs": {"use_reentrant": False},
     }
+
+
+def freeze_below(model: Any, top: int) -> int:
+    """Train only the top ``top`` decoder layers, the final norm and an untied output head; freeze the rest.
+
+    The embeddings stay frozen, and with them an output head tied to them (SmolLM2's): backward then stops at the
+    lowest trained layer, which is where the time goes.
+
+    Args:
+        model: A causal LM whose decoder has ``layers`` and ``norm`` (Llama, Qwen3, Olmo families).
+        top: How many of the top decoder layers train.
+
+    Returns:
+        The number of parameters left to train.
+
+    Raises:
+        ValueError: The model has fewer layers than ``top``, or no decoder layers where transformers keeps them.
+    """
+    decoder = model.get_decoder()
+    layers = getattr(decoder, "layers", None)
+    if layers is None or not hasattr(decoder, "norm"):
+        raise ValueError(f"model.finetune.top_layers: {type(model).__name__} keeps no decoder layers and norm")
+    if top > len(layers):
+        raise ValueError(f"model.finetune.top_layers={top}: the model has {len(layers)} decoder layers")
+    model.requires_grad_(False)
+    for module in [*layers[len(layers) - top :], decoder.norm]:
+        module.requires_grad_(True)
+    head = model.get_output_embeddings()
+    if head is not None and head.weight is not model.get_input_embeddings().weight:
+        head.requires_grad_(True)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def _template_kwargs(cfg: ExperimentConfig) -> dict[str, Any]:
@@ -208,6 +244,8 @@ def train_stage(kind: str, init: str, rows: list[dict[str, Any]], cfg: Experimen
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model, tok = _load(init, cfg)
+    if cfg.model.finetune is not None and cfg.model.finetune.top_layers is not None:
+        freeze_below(model, cfg.model.finetune.top_layers)
     # TensorBoard (train.report_to) writes beside the checkpoint, not under checkpoints/ (removed when done);
     # its callback reads the variable when the trainer is built
     with mock.patch.dict(os.environ, {"TENSORBOARD_LOGGING_DIR": str(out / "tensorboard")}):

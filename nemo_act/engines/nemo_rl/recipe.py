@@ -109,6 +109,12 @@ def total_steps(kind: str, cfg: ExperimentConfig, n_rows: int) -> int:
 
 def _policy(kind: str, cfg: ExperimentConfig, init: str, steps: int, max_len: int) -> dict[str, Any]:
     n, sc = nemo_rl_settings(cfg), stage_config(kind, cfg)
+    if cfg.model.finetune is not None:
+        raise ValueError(
+            "model.finetune is the local engine's (gradient checkpointing, top layers); the cluster engine recomputes "
+            "with engine.nemo_rl.megatron.activation_checkpointing (set by the layouts) and trains every layer: "
+            "set model.finetune=null"
+        )
     mg = n.megatron
     if sc.lr_scheduler not in DECAY_STYLES:
         block = stage_kind(kind).train
