@@ -141,6 +141,10 @@ def test_cells_from_elsewhere_join_when_made_alike_and_are_refused_by_name_other
     other = replace(here[0], success=[0.0, 0.0], origin="x/cell.dev.json")
     with pytest.raises(BenchError, match="il seed 0 has two different results: this folder and x/cell.dev.json"):
         bench.admit([*here, other], START, settings)
+    # where the model lives is no setting (SmolLM2's folder is under each machine's $HOME)
+    moved = _cfg("bench.seeds=[0,1]", "model.name_or_path=/elsewhere/tiny-model")
+    other_steps = bench.settings_digest(_cfg("train.il.max_steps=3"), "il")
+    assert bench.settings_digest(moved, "il") == settings["il"] != other_steps
     # a folder never prepared takes the start most cells share
     assert bench.admit(gathered, {}, settings)[1] == refused
     bad = away / "il" / "seed_1" / "cell.dev.json"

@@ -160,10 +160,16 @@ def cell_file(folder: Path, split: str) -> Path:
 
 
 def settings_digest(cfg: ExperimentConfig, arm: str) -> str:
-    """A digest of what one arm's cells are trained and scored with: its cell config, less the seed and paths."""
+    """A digest of what one arm's cells are trained and scored with: its cell config, less the seed and the places.
+
+    The places differ between machines and say nothing of a result: the run folder, the start (the warm-up's weights
+    are in the fingerprint), where the model and the benchmark's data are (their weights and the experts file are).
+    """
     tree = cell_config(cfg, arm, 0, "").model_dump(mode="json")
     for key in ("run_dir", "seed"):
         tree.pop(key)
+    tree["model"].pop("name_or_path")
+    tree["benchmark"].pop("data_dir", None)
     tree["pipeline"].pop("init")
     tree["eval"].pop("seeds")
     tree["bench"] = {k: v for k, v in tree["bench"].items() if k not in ("arms", "seeds", "baseline", "bootstrap")}
