@@ -80,10 +80,10 @@ class ModelArchitecture(_Strict):
 
 
 class FinetuneConfig(_Strict):
-    """How the local engine trains a model's weights: the speed levers of docs/performance.md, as settings.
+    """How a model's weights are trained: the speed levers of docs/performance.md, as settings.
 
-    The ``nemo_rl`` engine refuses the block (its recompute is ``engine.nemo_rl.megatron.activation_checkpointing``,
-    set by the cluster layouts; it has no layer freezing).
+    An engine that has its own form of these (a cluster engine's recompute is set by its layouts) refuses the block
+    and says where its own setting is (docs/models.md).
     """
 
     gradient_checkpointing: bool = Field(
