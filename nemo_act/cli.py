@@ -115,7 +115,7 @@ def _parser(
     help: str,
     func: Callable[[argparse.Namespace], int],
     *positionals: tuple[str, dict[str, Any]],
-    config_file: str | None = None,
+    config_file: tuple[str, str] | None = None,
 ) -> argparse.ArgumentParser:
     """A subcommand that reads a config: its positionals, the config, ``--benchmark``, the overrides last.
 
@@ -125,8 +125,8 @@ def _parser(
         help: Its line in ``nemo-act --help``.
         func: The ``cmd_*`` it runs.
         *positionals: ``(name, add_argument keywords)`` of its positionals, in order, before the overrides.
-        config_file: The help of a positional naming the config (``pipeline`` of ``nemo-act run``: a command about
-            that file); None: ``--config FILE``, default ``conf/config.yaml``.
+        config_file: ``(name, help)`` of a positional naming the config (``pipeline`` of ``nemo-act run``: a
+            command about that file); None: ``--config FILE``, default ``conf/config.yaml``.
 
     Returns:
         The subcommand's parser, for its options.
@@ -135,7 +135,7 @@ def _parser(
     if config_file is None:
         p.add_argument("--config", default=None, help="config file (default: conf/config.yaml)")
     else:
-        p.add_argument(name if name == "bench" else "pipeline", help=config_file)
+        p.add_argument(config_file[0], help=config_file[1])
     for arg, keywords in positionals:
         p.add_argument(arg, **keywords)
     _benchmark_option(p)
@@ -719,7 +719,7 @@ def _run_command(sub: argparse._SubParsersAction) -> None:
         "run",
         "run a pipeline: data, stages, evaluation (skips finished stages)",
         cmd_run,
-        config_file="pipeline config, e.g. conf/pipeline/act_il_rl.yaml",
+        config_file=("pipeline", "pipeline config, e.g. conf/pipeline/act_il_rl.yaml"),
     )
     p.add_argument("--run-dir", default=None, help="run folder (default: run_dir of the config)")
     p.add_argument(
@@ -734,7 +734,7 @@ def _bench_command(sub: argparse._SubParsersAction) -> None:
         "bench",
         "does ACT help here? arms x training seeds on one fold, with intervals",
         cmd_bench,
-        config_file="bench config, conf/bench/<name>.yaml (docs/bench.md)",
+        config_file=("bench", "bench config, conf/bench/<name>.yaml (docs/bench.md)"),
     )
     p.add_argument("--run-dir", default=None, help="bench folder (default: run_dir of the config)")
     p.add_argument("--prepare", action="store_true", help="only the shared start (experts, warm-up, held-out pairs)")
@@ -757,7 +757,7 @@ def _cluster_check_command(sub: argparse._SubParsersAction) -> None:
         "cluster-check",
         "preflight of a cluster run: models offline, interpreters, simulator",
         cmd_cluster_check,
-        config_file="recipe or pipeline config (conf/recipes/...)",
+        config_file=("pipeline", "recipe or pipeline config (conf/recipes/...)"),
     )
     p.add_argument("--run-dir", default=None, help="the run folder (experts already collected there count)")
     p.add_argument("--download-models", action="store_true", help="first download the models (needs internet)")
@@ -770,7 +770,7 @@ def _plan_command(sub: argparse._SubParsersAction) -> None:
         "plan",
         "check a cluster recipe's parallel layout and estimate memory per GPU",
         cmd_plan,
-        config_file="cluster recipe (conf/recipes/...)",
+        config_file=("pipeline", "cluster recipe (conf/recipes/...)"),
     )
 
 
@@ -781,7 +781,7 @@ def _checklist_command(sub: argparse._SubParsersAction) -> None:
         "checklist",
         "which steps of a run finished, and where each one's log is",
         cmd_checklist,
-        config_file="the run's recipe or pipeline config",
+        config_file=("pipeline", "the run's recipe or pipeline config"),
     )
     p.add_argument("--run-dir", default=None, help="run folder (default: run_dir of the config)")
     p.add_argument("--log-dir", default=None, help="a Slurm job's log dir (adds its preflight and Ray steps)")

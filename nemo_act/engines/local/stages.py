@@ -65,7 +65,7 @@ def _common_args(sc: Any, cfg: ExperimentConfig, out: Path) -> dict[str, Any]:
     }
 
 
-def freeze_below(model: Any, top: int) -> int:
+def freeze_below(model: Any, top: int) -> None:
     """Train only the top ``top`` decoder layers, the final norm and an untied output head; freeze the rest.
 
     The embeddings stay frozen, and with them an output head tied to them (SmolLM2's): backward then stops at the
@@ -74,9 +74,6 @@ def freeze_below(model: Any, top: int) -> int:
     Args:
         model: A causal LM whose decoder has ``layers`` and ``norm`` (Llama, Qwen3, Olmo families).
         top: How many of the top decoder layers train.
-
-    Returns:
-        The number of parameters left to train.
 
     Raises:
         ValueError: The model has fewer layers than ``top``, or no decoder layers where transformers keeps them.
@@ -93,7 +90,6 @@ def freeze_below(model: Any, top: int) -> int:
     head = model.get_output_embeddings()
     if head is not None and head.weight is not model.get_input_embeddings().weight:
         head.requires_grad_(True)
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def _template_kwargs(cfg: ExperimentConfig) -> dict[str, Any]:
