@@ -15,17 +15,22 @@ def _sel(count: int, n: int = 200) -> dict:
     return {"value": count / n, "stderr": 0.01, "count": count, "n": n}
 
 
+def _result(free: tuple[int, int, int, int], forced: int, n: int = 200) -> dict:
+    """A checkpoint's selection result in the shape `PipelineRunner.selection` writes: the shares the table shows
+    and what it does not (`free_selection`'s per-order accuracies on half the pairs, both results' `chance`)."""
+    parts = ("accuracy", "picked_alternative", "named_neither", "malformed")
+    shown = {k: _sel(c, n) for k, c in zip(parts, free, strict=True)}
+    order = {"accuracy_expert_first": _sel(free[0] // 2, n // 2), "accuracy_expert_second": _sel(0, n - n // 2)}
+    return {"checkpoint": "ckpt", "free": {**shown, **order, "chance": 0.5},
+            "forced": {"accuracy": _sel(forced, n), "picked_first": _sel(n // 2, n), "chance": 0.5}}  # fmt: skip
+
+
 RUNS = [
     {
         "pipeline": "act_il_rl",
         "eval": {"test": {"benchmark": "scienceworld", "benchmark_title": "ScienceWorld", "split": "test",
                           "score_mean": 28.5, "score_std": 0.0, "completion_mean": 0.0, "completion_std": 0.0}},
-        "selection": {
-            "init": {"free": {k: _sel(c) for k, c in zip(("accuracy", "picked_alternative", "named_neither",
-                     "malformed"), (44, 15, 140, 1), strict=True)}, "forced": {"accuracy": _sel(120)}},
-            "01_act": {"free": {k: _sel(c) for k, c in zip(("accuracy", "picked_alternative", "named_neither",
-                       "malformed"), (80, 17, 103, 0), strict=True)}, "forced": {"accuracy": _sel(130)}},
-        },
+        "selection": {"init": _result((44, 15, 140, 1), 120), "01_act": _result((80, 17, 103, 0), 130)},
     },
 ]  # fmt: skip
 
@@ -43,10 +48,7 @@ def test_the_summary_is_markdown_tables_of_the_results_and_the_selection():
 
 
 def test_checkpoints_on_different_pair_counts_keep_each_cells_count_and_n():
-    parts = ("accuracy", "picked_alternative", "named_neither", "malformed")
-    init = {"free": {k: _sel(c, 199) for k, c in zip(parts, (44, 15, 139, 1), strict=True)},
-            "forced": {"accuracy": _sel(120, 199)}}  # fmt: skip
-    runs = [dict(RUNS[0], selection=dict(RUNS[0]["selection"], init=init))]
+    runs = [dict(RUNS[0], selection=dict(RUNS[0]["selection"], init=_result((44, 15, 139, 1), 120, 199)))]
     lines = summary_markdown(runs).splitlines()
     assert "Held-out ACT selection (pairs from held-out variations; % ± standard error (count)):" in lines
     assert any(line.startswith("| initial policy (warm-up) | 22.1 ± 1.0 (44/199) |") for line in lines)

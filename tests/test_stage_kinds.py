@@ -237,6 +237,11 @@ def test_onpolicy_act_samples_each_rounds_alternatives_with_the_checkpoint_it_st
     assert first["counts"]["pairs"] > 0 and second["counts"]["pairs"] > 0
     assert not (run / "data" / "pairs.jsonl").exists()  # round 1 samples its own: no train pairs sampled twice
     assert set(log["selection"]) == {"init", "01_act_onpolicy", "02_act_onpolicy"}
+    from nemo_act.report import load_run
+    from nemo_act.run.demo import summary_markdown
+
+    summary = summary_markdown([load_run(run)])  # what `make demo` writes, from selection results as written
+    assert sum(line.startswith(("| initial policy", "| act_onpolicy_il: 0")) for line in summary.splitlines()) == 3
 
 
 # One stage kind, the same module text inside nemo-act (a module of nemo_act.kinds) and outside it (a module the

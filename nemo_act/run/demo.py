@@ -69,7 +69,8 @@ def summary_markdown(runs: list[dict[str, Any]]) -> str:
     columns = list(dict.fromkeys(k for r in results for k in r))
     result_rows = [[r.get(c, "-") for c in columns] for r in results]
     heads = ["checkpoint", "free: expert", "free: alternative", "free: neither", "malformed", "forced choice"]
-    sizes = {p["n"] for p in _selection_parts(runs)}
+    sels = [sel for run in runs for sel in (run.get("selection") or {}).values()]
+    sizes = {p["n"] for sel in sels for p in _selection_parts(sel)}
     one = len(sizes) == 1  # every checkpoint on the same pairs: their number said once, so a row fits 120 columns
     pairs = f"{min(sizes)} pairs" if one else "pairs"
     return (
@@ -79,10 +80,13 @@ def summary_markdown(runs: list[dict[str, Any]]) -> str:
     )
 
 
-def _selection_parts(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every proportion of the selection tables (for their pair counts)."""
-    sels = [sel for run in runs for sel in (run.get("selection") or {}).values()]
-    return [p for sel in sels for p in [*sel["free"].values(), sel["forced"]["accuracy"]]]
+FREE_PARTS = ("accuracy", "picked_alternative", "named_neither", "malformed")
+"""The free-generation shares the selection table shows (a result also holds ``chance`` and per-order accuracies)."""
+
+
+def _selection_parts(sel: dict[str, Any]) -> list[dict[str, Any]]:
+    """The proportions of one checkpoint's selection result that its table row shows, in column order."""
+    return [*(sel["free"][k] for k in FREE_PARTS), sel["forced"]["accuracy"]]
 
 
 def _pct(p: dict[str, Any], with_n: bool = True) -> str:
@@ -104,9 +108,7 @@ def selection_rows(runs: list[dict[str, Any]], with_n: bool = True) -> list[list
             if label in seen:
                 continue
             seen.add(label)
-            free = sel["free"]
-            parts = ("accuracy", "picked_alternative", "named_neither", "malformed")
-            rows.append([label, *(_pct(free[k], with_n) for k in parts), _pct(sel["forced"]["accuracy"], with_n)])
+            rows.append([label, *(_pct(p, with_n) for p in _selection_parts(sel))])
     return rows
 
 
