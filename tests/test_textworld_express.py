@@ -106,6 +106,22 @@ def test_test_fold_seeds_are_never_training_or_dev_seeds(twx):
     assert first[:3] == [("arithmetic", 20000), ("arithmetic", 20001), ("arithmetic", 20002)]
 
 
+def test_a_task_list_may_name_a_game_with_one_setting(twx):
+    module, cfg = twx
+    coin = cfg.benchmark.games[0].task
+    assert coin.startswith("coin:")
+    assert module.episodes(cfg.benchmark, "dev", ["coin"], 2) == [(coin, 10000), (coin, 10001)]
+    games = ("{game: coin, params: {numLocations: 4}}", "{game: coin, params: {numLocations: 5}}",
+             "{game: sorting, params: {}}")  # fmt: skip
+    two = load_config(overrides=["benchmark=textworld_express", f"benchmark.games=[{', '.join(games)}]"]).benchmark
+    assert module.resolve_tasks(two, ["sorting", "coin:numLocations=5"]) == ["sorting", "coin:numLocations=5"]
+    with pytest.raises(ValueError, match=r"game 'coin' has 2 settings: name one; the config's tasks are: "
+                                         r"coin:numLocations=4, coin:numLocations=5, sorting"):  # fmt: skip
+        module.episodes(two, "dev", ["coin"], 1)
+    with pytest.raises(ValueError, match=r"unknown task 'twc'"):
+        module.resolve_tasks(two, ["twc"])
+
+
 def test_experts_are_collected_with_counts_and_the_env_replays_their_states(twx, tmp_path):
     from nemo_act.steps.experts import collect_experts
 

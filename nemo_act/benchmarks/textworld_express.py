@@ -7,8 +7,9 @@ the valid actions at every step and gives a gold action sequence for any seed (`
 
 * **Tasks** are the configured games: ``benchmark.games`` is a list of ``{game, params}``, and a task's name is the
   game with its parameters (``coin:includeDoors=0,numLocations=4``; the game alone where it has none), so several
-  settings of one game are several tasks. A parameter the game does not know is refused when the episodes are
-  listed, naming the entry.
+  settings of one game are several tasks. A list of tasks (``pipeline.experts.tasks``, ...) may name a game alone
+  where ``benchmark.games`` holds one setting of it. A parameter the game does not know is refused when the episodes
+  are listed, naming the entry.
 * **Episodes** of a split are seeds of the fold of the same name (``variation`` = seed), the first
   ``max_variations`` of each task. A game is a function of its seed (measured: the same seed in the ``train`` and
   the ``test`` fold gives the same game), and the folds' seed ranges do not overlap, so a test-fold episode is never
@@ -98,6 +99,22 @@ def _tasks(cfg: TextWorldExpressConfig) -> list[str]:
     return [s.task for s in cfg.games]
 
 
+def resolve_tasks(cfg: TextWorldExpressConfig, tasks: Sequence[str]) -> list[str]:
+    """The configured task each name stands for: a task's full name, or a game with one setting in the config.
+
+    Raises:
+        ValueError: A name that is no configured task nor a game with exactly one setting (naming the tasks).
+    """
+    out = []
+    for name in tasks:
+        found = [s.task for s in cfg.games if name in (s.task, s.game)]
+        if len(found) != 1:
+            why = f"game '{name}' has {len(found)} settings: name one" if found else f"unknown task '{name}'"
+            raise ValueError(f"TextWorld-Express: {why}; the config's tasks are: {', '.join(_tasks(cfg))}")
+        out += found
+    return out
+
+
 class Simulator:
     """One TextWorld-Express env (one JVM) with the config's JVM options; other attributes are the env's own."""
 
@@ -161,9 +178,7 @@ def episodes(
     """
     if split not in FOLDS:
         raise ValueError(f"unknown TextWorld-Express split '{split}'; choose one of {', '.join(FOLDS)}")
-    unknown = [t for t in tasks or () if t not in _tasks(cfg)]
-    if unknown:
-        raise ValueError(f"unknown TextWorld-Express task(s) {unknown}; the config's are: {', '.join(_tasks(cfg))}")
+    tasks = resolve_tasks(cfg, tasks or ())
     limit = cfg.max_variations if max_variations is None else max_variations
     env = Simulator(cfg)
     try:

@@ -564,8 +564,17 @@ class PipelineConfig(_Strict):
 class DemoConfig(_Strict):
     """What ``nemo-act demo`` runs on top of ``conf/demo.yaml``."""
 
-    warmup_steps: int = Field(gt=0, description="IL steps from random weights before the pipelines.")
-    format_pairs_k: int = Field(gt=0, description="Random-policy pairs per state for the warm-up selection rows.")
+    warmup_steps: int = Field(
+        ge=0, description="IL steps before the pipelines (0: none, the model itself is the initial policy)."
+    )
+    format_pairs_k: int = Field(
+        ge=0, description="Random-policy pairs per state for the warm-up selection rows (0: IL rows only)."
+    )
+    warmup_experts: ExpertSource | None = Field(
+        default=None,
+        description="The experts the warm-up trains on (None: pipeline.experts). Other tasks than the scored ones "
+        "teach a pretrained model the answer formats without the tasks (issue 58).",
+    )
     pipelines: list[str] = Field(min_length=1, description="conf/pipeline/<name>.yaml files to run and compare.")
 
 

@@ -6,7 +6,9 @@
 3. A warm-up SFT of ``demo.warmup_steps`` steps, the stand-in for pretraining, so the model emits well-formed actions
    and answers a selection prompt by naming a candidate: expert actions (IL rows) mixed with selection prompts
    whose target is a coin-flip candidate (random-policy pairs; the target says nothing about which candidate is
-   better). Its checkpoint is the initial policy every pipeline starts from.
+   better). Its checkpoint is the initial policy every pipeline starts from. A pretrained model may skip it
+   (``warmup_steps: 0``) or take it on other tasks' experts (``demo.warmup_experts``), IL rows only
+   (``format_pairs_k: 0``): the answer formats, not the scored tasks.
 
 Each step is reused when its inputs are unchanged (the pipeline runner's cache).
 """
@@ -27,6 +29,7 @@ from nemo_act.generation import RandomGenerator
 from nemo_act.kinds.imitation import il_rows
 from nemo_act.run.pipeline import PipelineRunner
 from nemo_act.stage_data import selection_format_rows
+from nemo_act.steps.experts import collect_experts
 from nemo_act.steps.pairs import collect_pairs
 from nemo_act.tiny_model import build_tiny_model
 
@@ -72,16 +75,31 @@ def warm_up(cfg: ExperimentConfig, out: Path, data: Path, console: Console) -> W
     timings["tiny model"] = time.time() - t
 
     t = time.time()
+    init = model if cfg.demo.warmup_steps == 0 else _train_warm_up(cfg, model, experts, out, data, console)
+    timings["warm-up"] = time.time() - t
+    return WarmStart(experts=experts, heldout=heldout, init=init, timings=timings)
+
+
+def _train_warm_up(cfg: ExperimentConfig, model: str, experts: Path, out: Path, data: Path, console: Console) -> str:
+    """Train the warm-up stage: IL rows of its experts, with coin-flip selection rows where ``format_pairs_k`` > 0.
+
+    Its experts are ``demo.warmup_experts`` where set (other tasks than the scored ones: the formats without the
+    tasks), else the pipelines' own.
+    """
     console.rule("[bold]3. warm-up (the initial policy)")
-    format_pairs = data / "format_pairs.jsonl"
-    collect_pairs(experts, RandomGenerator(), cfg, format_pairs, k=cfg.demo.format_pairs_k)
+    source = cfg.demo.warmup_experts
+    if source is not None:
+        experts = data / "warmup_experts.jsonl"
+        collect_experts(cfg, source.split, experts, source.tasks, source.max_variations, cfg.pipeline.eval.workers)
     rows = il_rows(list(read_jsonl(experts, Trajectory)), cfg)
-    rows += selection_format_rows(list(read_jsonl(format_pairs, Pair)), cfg, cfg.seed)
+    made_from = experts
+    if cfg.demo.format_pairs_k > 0:
+        made_from = data / "format_pairs.jsonl"
+        collect_pairs(experts, RandomGenerator(), cfg, made_from, k=cfg.demo.format_pairs_k)
+        rows += selection_format_rows(list(read_jsonl(made_from, Pair)), cfg, cfg.seed)
     random.Random(cfg.seed).shuffle(rows)
     warm_train = cfg.train.model_copy(
         update={"il": cfg.train.il.model_copy(update={"max_steps": cfg.demo.warmup_steps})}
     )
     warm = PipelineRunner(cfg.model_copy(update={"train": warm_train}), out / "warmup", data_dir=data, console=console)
-    init = warm.run_stage(0, "il", model, {"experts": experts}, rows=rows, data=format_pairs)
-    timings["warm-up"] = time.time() - t
-    return WarmStart(experts=experts, heldout=heldout, init=init, timings=timings)
+    return warm.run_stage(0, "il", model, {"experts": experts}, rows=rows, data=made_from)
