@@ -3,7 +3,8 @@
 ACT and IL need a policy that answers in the formats: the action prompt (what IL trains on and the policy plays at
 test time) with one ``<action>...</action>``, and the selection prompt (what ACT trains on, with its reasoning
 instruction) with reasoning then one ``<action>`` naming a candidate. For each checkpoint given (default: the
-config's model), on train-fold expert states of the configured games, this prints and writes (``--out``):
+config's model; ``--with-warm-up`` adds the bench's warm-up of the config, ``demo.warmup_*``), on train-fold expert
+states of ``pipeline.experts.tasks``, this prints and writes (``--out``):
 
 - **action prompt**: ``--samples`` samples per state (``pairs.sampling``, as ACT's alternatives are drawn): the share
   with one well-formed tag, the parse status of the others, the share admissible and equal to the expert's action;
@@ -35,7 +36,9 @@ def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("config", help="a config file (e.g. conf/bench/textworld_express.yaml)")
     p.add_argument("overrides", nargs="*", help="key=value overrides (e.g. model=smollm2_135m)")
-    p.add_argument("--checkpoint", action="append", default=[], help="NAME=PATH (repeatable; default: model)")
+    p.add_argument("--checkpoint", action="append", default=[],
+                   help="NAME=PATH (repeatable; default: the model unless --with-warm-up)")  # fmt: skip
+    p.add_argument("--with-warm-up", action="store_true", help="also the warm-up checkpoint the bench would train")
     p.add_argument("--variations", type=int, default=4, help="train-fold seeds per game for the expert states")
     p.add_argument("--states", type=int, default=32, help="expert states drawn (seeded) for each prompt")
     p.add_argument("--samples", type=int, default=2, help="action-prompt samples per state")
@@ -106,7 +109,8 @@ def main() -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     experts = args.out / "experts.jsonl"
-    collect_experts(cfg, "train", experts, max_variations=args.variations, workers=cfg.pipeline.eval.workers)
+    tasks = cfg.pipeline.experts.tasks
+    collect_experts(cfg, "train", experts, tasks, args.variations, workers=cfg.pipeline.eval.workers)
     trajs = read_all(experts, Trajectory, "expert trajectories")
     rng = random.Random(0)
     picks = rng.sample([(t, i) for t, tr in enumerate(trajs) for i in range(len(tr.steps))], args.states)
@@ -114,9 +118,15 @@ def main() -> None:
     collect_pairs(experts, RandomGenerator(), cfg, pairs_file, k=1, progress=False)
     all_pairs = list(read_jsonl(pairs_file, Pair))
     pairs = rng.sample(all_pairs, min(args.states, len(all_pairs)))
-    checkpoints = dict(c.split("=", 1) for c in args.checkpoint) or {"model": cfg.model.name_or_path}
-    results: dict[str, Any] = {"settings": vars(args) | {"out": str(args.out)}, "games": [g.task for g in
-                               cfg.benchmark.games], "checkpoints": {}}  # fmt: skip
+    checkpoints = dict(c.split("=", 1) for c in args.checkpoint)
+    if not checkpoints and not args.with_warm_up:
+        checkpoints["model"] = cfg.model.name_or_path
+    if args.with_warm_up:
+        from nemo_act.run.warmup import warm_up
+
+        checkpoints["warm-up"] = warm_up(cfg, args.out / "bench", args.out / "bench" / "data", Console()).init
+    results: dict[str, Any] = {"settings": vars(args) | {"out": str(args.out)}, "tasks": tasks, "overrides":
+                               args.overrides, "checkpoints": {}}  # fmt: skip
     for name, path in checkpoints.items():
         gen = HFGenerator(cfg.model, cfg.generation, path)
         t = time.time()
@@ -126,8 +136,8 @@ def main() -> None:
         results["checkpoints"][name] = {"path": path, "action": action, "selection": selection,
                                         "seconds": {"action": t_action, "selection": time.time() - t}}  # fmt: skip
         (args.out / "formats.json").write_text(json.dumps(results, indent=1))
-    games = len(cfg.benchmark.games)
-    table = Table(title=f"answers before training ({args.states} train-fold states of {games} games)")
+    where = ", ".join(tasks) if tasks else f"all {len(cfg.benchmark.games)} tasks"
+    table = Table(title=f"answers before training ({args.states} train-fold states of {where})")
     for col in ("checkpoint", "action: one tag", "admissible", "expert", "selection: expert", "alternative",
                 "neither", "malformed", "reasoning tokens (median)", "whole budget"):  # fmt: skip
         table.add_column(col, justify="left" if col == "checkpoint" else "right")
