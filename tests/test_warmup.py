@@ -19,6 +19,16 @@ from nemo_act.data import Trajectory, read_jsonl
 pytestmark = pytest.mark.heavy  # a JVM per collection (tests/conftest.py says what heavy means)
 
 
+@pytest.fixture(autouse=True)
+def _no_scienceworld_class_archive(monkeypatch):
+    """TextWorld-Express's JVMs without ScienceWorld's class archive, as ``tests/test_textworld_express.py``'s ``twx``
+    fixture (another jar's JVM prints a CDS warning on stdout, where py4j reads its port)."""
+    import os
+
+    java = " ".join(o for o in os.environ.get("JAVA_TOOL_OPTIONS", "").split() if "SharedArchiveFile" not in o)
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", java)
+
+
 def _cfg(model, run, *extra):
     pytest.importorskip("textworld_express", reason="the textworld-express package is not installed (.[envs])")
     return load_config(overrides=[
