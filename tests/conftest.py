@@ -102,6 +102,13 @@ def _class_archive(folder: Path) -> Path | None:
     return archive
 
 
+def java_options_without_class_archive() -> str:
+    """``JAVA_TOOL_OPTIONS`` less the ``scienceworld`` fixture's class archive, for another jar's JVM (TextWorld-
+    Express): the archive is ScienceWorld's, and another jar's JVM prints a CDS warning on stdout, where py4j reads
+    its port."""
+    return " ".join(o for o in os.environ.get("JAVA_TOOL_OPTIONS", "").split() if "SharedArchiveFile" not in o)
+
+
 @pytest.fixture(scope="session")
 def scienceworld(tmp_path_factory) -> None:
     """Skip unless the real ScienceWorld simulator can run here; then every JVM a test starts maps one class

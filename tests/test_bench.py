@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import java_options_without_class_archive
 
 from nemo_act.config import load_config
 from nemo_act.report import bench_stats
@@ -190,8 +191,7 @@ def _twx_env() -> dict[str, str]:
     pytest.importorskip("textworld_express", reason="the textworld-express package is not installed (.[envs])")
     if shutil.which("java") is None:
         pytest.skip("TextWorld-Express needs Java on PATH")
-    # the scienceworld fixture's class archive is ScienceWorld's (tests/test_textworld_express.py says why)
-    java = " ".join(o for o in os.environ.get("JAVA_TOOL_OPTIONS", "").split() if "SharedArchiveFile" not in o)
+    java = java_options_without_class_archive()
     return {**os.environ, "JAVA_TOOL_OPTIONS": java, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 

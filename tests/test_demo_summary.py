@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from nemo_act.run.demo import SUMMARY_NOTE, summary_markdown
+from nemo_act.run.demo import FREE_PARTS, SUMMARY_NOTE, summary_markdown
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from check_readme_demo import BEGIN, END, check, cpu_vendor, readme_blocks  # noqa: E402
@@ -18,8 +18,7 @@ def _sel(count: int, n: int = 200) -> dict:
 def _result(free: tuple[int, int, int, int], forced: int, n: int = 200) -> dict:
     """A checkpoint's selection result in the shape `PipelineRunner.selection` writes: the shares the table shows
     and what it does not (`free_selection`'s per-order accuracies on half the pairs, both results' `chance`)."""
-    parts = ("accuracy", "picked_alternative", "named_neither", "malformed")
-    shown = {k: _sel(c, n) for k, c in zip(parts, free, strict=True)}
+    shown = {k: _sel(c, n) for k, c in zip(FREE_PARTS, free, strict=True)}
     order = {"accuracy_expert_first": _sel(free[0] // 2, n // 2), "accuracy_expert_second": _sel(0, n - n // 2)}
     return {"checkpoint": "ckpt", "free": {**shown, **order, "chance": 0.5},
             "forced": {"accuracy": _sel(forced, n), "picked_first": _sel(n // 2, n), "chance": 0.5}}  # fmt: skip

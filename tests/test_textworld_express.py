@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from conftest import java_options_without_class_archive
 
 from nemo_act.benchmarks.base import adapter, restore
 from nemo_act.config import load_config
@@ -25,11 +26,8 @@ def twx():
     The ``scienceworld`` fixture's class archive (``-XX:SharedArchiveFile`` in ``JAVA_TOOL_OPTIONS``) is
     ScienceWorld's: another jar's JVM prints a CDS warning on stdout, where py4j reads its port. It is left out here.
     """
-    import os
-
-    java = " ".join(o for o in os.environ.get("JAVA_TOOL_OPTIONS", "").split() if "SharedArchiveFile" not in o)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("JAVA_TOOL_OPTIONS", java)
+        mp.setenv("JAVA_TOOL_OPTIONS", java_options_without_class_archive())
         yield _twx()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import java_options_without_class_archive
 from rich.console import Console
 
 from nemo_act.config import load_config
@@ -21,12 +22,8 @@ pytestmark = pytest.mark.heavy  # a JVM per collection (tests/conftest.py says w
 
 @pytest.fixture(autouse=True)
 def _no_scienceworld_class_archive(monkeypatch):
-    """TextWorld-Express's JVMs without ScienceWorld's class archive, as ``tests/test_textworld_express.py``'s ``twx``
-    fixture (another jar's JVM prints a CDS warning on stdout, where py4j reads its port)."""
-    import os
-
-    java = " ".join(o for o in os.environ.get("JAVA_TOOL_OPTIONS", "").split() if "SharedArchiveFile" not in o)
-    monkeypatch.setenv("JAVA_TOOL_OPTIONS", java)
+    """TextWorld-Express JVMs without ScienceWorld's class archive (conftest.java_options_without_class_archive)."""
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", java_options_without_class_archive())
 
 
 def _cfg(model, run, *extra):

@@ -44,7 +44,7 @@ from nemo_act.benchmarks.base import adapter_of
 from nemo_act.common.plugins import load
 from nemo_act.common.quiet import quiet_libraries
 from nemo_act.config.load import load_config, to_yaml
-from nemo_act.config.schema import ExperimentConfig
+from nemo_act.config.schema import ExperimentConfig, ExpertSource
 from nemo_act.data.io import append_json_line, read_all, read_json, read_jsonl, write_text_atomic
 from nemo_act.data.manifest import read_manifest
 from nemo_act.data.records import Pair, Trajectory
@@ -131,8 +131,11 @@ class PipelineRunner:
         With the source's ``path`` the successful trajectories of that file are taken instead (validated;
         :func:`~nemo_act.steps.experts.import_rollouts`).
         """
-        src = getattr(self.cfg.pipeline, which)
         out = self.data_dir / ("experts.jsonl" if which == "experts" else "heldout_experts.jsonl")
+        return self.expert_file(getattr(self.cfg.pipeline, which), out)
+
+    def expert_file(self, src: ExpertSource, out: Path) -> Path:
+        """Collect (or reuse) the expert trajectories of one source into ``out`` (``path``: imported instead)."""
         if src.path is not None:
             import_rollouts(self.cfg, src.path, out)
             return out

@@ -29,7 +29,6 @@ from nemo_act.generation import RandomGenerator
 from nemo_act.kinds.imitation import il_rows
 from nemo_act.run.pipeline import PipelineRunner
 from nemo_act.stage_data import selection_format_rows
-from nemo_act.steps.experts import collect_experts
 from nemo_act.steps.pairs import collect_pairs
 from nemo_act.tiny_model import build_tiny_model
 
@@ -62,6 +61,9 @@ def warm_up(cfg: ExperimentConfig, out: Path, data: Path, console: Console) -> W
     base = PipelineRunner(cfg, out / "warmup", data_dir=data, console=console)
     experts = base.experts("experts")
     heldout = base.experts("heldout")
+    source = cfg.demo.warmup_experts  # other tasks' experts: the formats without the scored tasks
+    trained = source is not None and cfg.demo.warmup_steps > 0
+    warm_experts = base.expert_file(source, data / "warmup_experts.jsonl") if trained else experts
     timings["experts"] = time.time() - t
 
     t = time.time()
@@ -75,22 +77,14 @@ def warm_up(cfg: ExperimentConfig, out: Path, data: Path, console: Console) -> W
     timings["tiny model"] = time.time() - t
 
     t = time.time()
-    init = model if cfg.demo.warmup_steps == 0 else _train_warm_up(cfg, model, experts, out, data, console)
+    init = model if cfg.demo.warmup_steps == 0 else _train_warm_up(cfg, model, warm_experts, out, data, console)
     timings["warm-up"] = time.time() - t
     return WarmStart(experts=experts, heldout=heldout, init=init, timings=timings)
 
 
 def _train_warm_up(cfg: ExperimentConfig, model: str, experts: Path, out: Path, data: Path, console: Console) -> str:
-    """Train the warm-up stage: IL rows of its experts, with coin-flip selection rows where ``format_pairs_k`` > 0.
-
-    Its experts are ``demo.warmup_experts`` where set (other tasks than the scored ones: the formats without the
-    tasks), else the pipelines' own.
-    """
+    """Train the warm-up stage: IL rows of ``experts``, with coin-flip selection rows where ``format_pairs_k`` > 0."""
     console.rule("[bold]3. warm-up (the initial policy)")
-    source = cfg.demo.warmup_experts
-    if source is not None:
-        experts = data / "warmup_experts.jsonl"
-        collect_experts(cfg, source.split, experts, source.tasks, source.max_variations, cfg.pipeline.eval.workers)
     rows = il_rows(list(read_jsonl(experts, Trajectory)), cfg)
     made_from = experts
     if cfg.demo.format_pairs_k > 0:
